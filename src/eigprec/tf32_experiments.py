@@ -7,13 +7,12 @@ A symmetric positive-definite L is built from a known eigenbasis Q and spectrum 
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+from eigprec.precision import matmul_precision
 from eigprec.tf32 import emulate_tf32, has_real_tf32, matmul_3xtf32
 
 __all__ = [
@@ -101,30 +100,6 @@ def build_qtlq_problem(
     return big_l.float().to(device), q.float().to(device), lam
 
 
-@contextlib.contextmanager
-def _float32_matmul_precision(mode: str) -> Iterator[None]:
-    # Set through the legacy call (it keeps old and new APIs consistent) and put back
-    # every new-API value afterwards, so the caller's state is untouched.
-    matmul = torch.backends.cuda.matmul
-    saved_new = getattr(matmul, "fp32_precision", None)
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    saved_mkldnn = getattr(mkldnn, "fp32_precision", None)
-    try:
-        saved_legacy: str | None = torch.get_float32_matmul_precision()
-    except RuntimeError:  # old and new APIs were mixed before us
-        saved_legacy = None
-    torch.set_float32_matmul_precision(mode)
-    try:
-        yield
-    finally:
-        if saved_legacy is not None:
-            torch.set_float32_matmul_precision(saved_legacy)
-        if saved_new is not None:
-            matmul.fp32_precision = saved_new
-        if saved_mkldnn is not None:
-            mkldnn.fp32_precision = saved_mkldnn
-
-
 def diag_qtlq(
     big_l: torch.Tensor, q: torch.Tensor, method: str = "fp32", rounding: str = "rna"
 ) -> torch.Tensor:
@@ -163,10 +138,10 @@ def diag_qtlq(
         qt = q.double().T
         return ((qt @ big_l.double()) * qt).sum(-1).cpu()
     if method == "fp32":
-        with _float32_matmul_precision("highest"):
+        with matmul_precision("highest"):
             product = q.T @ big_l
     else:
-        with _float32_matmul_precision("high"), emulate_tf32(rounding):
+        with matmul_precision("high"), emulate_tf32(rounding):
             product = q.T @ big_l if method == "tf32" else matmul_3xtf32(q.T, big_l)
     return (product * q.T).sum(-1).double().cpu()
 

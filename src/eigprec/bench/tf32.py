@@ -20,12 +20,9 @@ from typing import Any
 import torch
 
 from eigprec.bench._record import provenance, write_record
+from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, matmul_3xtf32, round_tf32
-from eigprec.tf32_experiments import (
-    TABLE_INDICES,
-    _float32_matmul_precision,
-    diag_qtlq_experiment,
-)
+from eigprec.tf32_experiments import TABLE_INDICES, diag_qtlq_experiment
 
 __all__ = [
     "PROBE_VALUES",
@@ -107,7 +104,7 @@ def rounding_probe(device: torch.device | str, n: int = 128) -> dict[str, Any]:
     first[:k, 0] = values.to(device)
     second = torch.zeros(n, n, device=device)
     second[0, :k] = values.to(device)
-    with _float32_matmul_precision("high"):
+    with matmul_precision("high"):
         out_first = (first @ eye)[:k, 0].cpu()
         out_second = (eye @ second)[0, :k].cpu()
         out_mv = (first @ eye[:, 0]).cpu()[:k]
@@ -174,9 +171,9 @@ def throughput(sizes: list[int], repeats: int, device: torch.device | str) -> li
         a = torch.randn(n, n, generator=gen).to(device)
         b = torch.randn(n, n, generator=gen).to(device)
         flop = 2.0 * n**3
-        with _float32_matmul_precision("highest"):
+        with matmul_precision("highest"):
             t_fp32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
-        with _float32_matmul_precision("high"):
+        with matmul_precision("high"):
             t_tf32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
             t_3x = _time_cuda(lambda a=a, b=b: matmul_3xtf32(a, b), repeats)
         rows.append(

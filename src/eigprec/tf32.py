@@ -66,16 +66,21 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
     # bit is never reached because finite magnitudes stay below 0x7F800000 + 0x1000.
     bits = x.view(torch.int32)
     if rounding == "rna":
-        bits = bits + _HALF_ULP
+        out = bits + _HALF_ULP
     elif rounding == "rne":
         # Add just under half an ulp, plus one when the kept part is odd: ties go even.
-        bits = bits + ((_HALF_ULP - 1) + torch.bitwise_and(bits >> _DROPPED_BITS, 1))
+        out = bits >> _DROPPED_BITS
+        out.bitwise_and_(1).add_(_HALF_ULP - 1).add_(bits)
     else:  # "rz": truncation needs no addition
-        bits = bits.clone()
-    bits.bitwise_and_(_KEEP_MASK)
-    out = bits.view(torch.float32)
-    # NaN payloads may sit in the dropped bits (truncation would turn them into inf).
-    return torch.where(torch.isnan(x), x, out)
+        out = bits.clone()
+    out.bitwise_and_(_KEEP_MASK)
+    result = out.view(torch.float32)
+    # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
+    # even -0.0). A NaN makes the sum NaN, so one read-only reduction screens for them
+    # and the select runs only when needed (also on inf + -inf, harmlessly).
+    if x.numel() and bool(torch.isnan(x.sum())):
+        result = torch.where(torch.isnan(x), x, result)
+    return result
 
 
 class _RoundTF32(torch.autograd.Function):

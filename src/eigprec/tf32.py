@@ -14,9 +14,10 @@ Which knob turns TF32 on? On torch >= 2.9 cuBLAS reads one value only,
 ``torch.backends.fp32_precision = "tf32"`` all feed. On older torch the legacy flag is
 the only one. :func:`tf32_matmul_enabled` reads it the same way.
 
-'medium' is emulated as TF32: on CUDA it sets the cuBLAS matmul precision to ``"tf32"``
-(bf16 is only a permission that cuBLAS does not use for float32 matmuls); on the CPU
-oneDNN may use bf16 for it, which this module does not model.
+'medium' is emulated as TF32: torch records it as cuBLAS matmul precision ``"tf32"``,
+the value cuBLAS reads (``python -m eigprec.bench tf32`` checks this on a real GPU).
+On the CPU 'medium' lets oneDNN use bf16; the emulation pins float32 accumulation
+there instead, so it models the GPU, not that CPU path.
 """
 
 from __future__ import annotations

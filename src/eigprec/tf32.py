@@ -77,9 +77,10 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
     out.bitwise_and_(_KEEP_MASK)
     result = out.view(torch.float32)
     # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
-    # even -0.0). A NaN makes the sum NaN, so one read-only reduction screens for them
-    # and the select runs only when needed (also on inf + -inf, harmlessly).
-    if x.numel() and bool(torch.isnan(x.sum())):
+    # even -0.0). On the CPU a NaN makes the sum NaN, so one read-only reduction screens
+    # for them and the select runs only when needed (also on inf + -inf, harmlessly).
+    # On a GPU that screen would be a host synchronisation, so the select always runs.
+    if x.device.type != "cpu" or (x.numel() and bool(torch.isnan(x.sum()))):
         result = torch.where(torch.isnan(x), x, result)
     return result
 

@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # here must empty the execution cache.
 CACHE_INPUTS := src book/data requirements.txt pyproject.toml
 
-.PHONY: book test env lint unit cache-key strict-book clean help
+.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish clean help
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
@@ -78,8 +78,16 @@ strict-book: env
 	$(JB) --all -W
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
 
-test: lint unit strict-book
-	@echo "make test: lint, unit tests and the strict book build all passed"
+# The built site as a reader meets it: internal links and anchors, no asset from the
+# network, Colab buttons; then every page in headless Chromium (skipped, saying so,
+# where Chromium is not installed; .ci/run installs it), one screenshot per page.
+site-check: env
+	$(PY) tools/check_site.py $(BUILD)/html --config _config.yml
+	$(PY) tools/check_browser.py $(BUILD)/html --screenshots $(BUILD)/screenshots \
+	  --json $(BUILD)/browser-check.json
+
+test: lint unit strict-book site-check
+	@echo "make test: lint, unit tests, the strict book build and the site checks all passed"
 
 clean:
 	rm -rf $(BUILD)

@@ -17,7 +17,7 @@ import eigprec
 from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from eigprec_apidoc import _defining_comment
+from eigprec_sphinx import _defining_comment
 
 EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
 

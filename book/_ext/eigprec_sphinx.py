@@ -1,6 +1,8 @@
-"""Sphinx glue for the API reference page (book/api.md).
+"""Two project-specific Sphinx fixes: public constants on the API page, and one
+script that jupyter-book 1 includes twice on every page.
 
-``automodule:: eigprec`` with ``:members:`` lists the names in ``eigprec.__all__``.
+API page (book/api.md): ``automodule:: eigprec`` with ``:members:`` lists the names
+in ``eigprec.__all__``.
 Functions and classes carry their docstrings wherever they are defined, but a
 re-exported constant is documented by a ``#:`` comment in the submodule that
 defines it, and autodoc reads such comments only from the module it documents
@@ -8,6 +10,12 @@ defines it, and autodoc reads such comments only from the module it documents
 This extension copies those comments into autodoc's view of ``eigprec`` before
 anything is read, and fails the build (a warning, under -W) for a public constant
 that has none.
+
+Duplicate scripts: sphinx-thebe's inline configuration (``const THEBE_JS_URL = …``)
+is registered twice in a jupyter-book 1 build, and the second copy throws
+"SyntaxError: Identifier 'THEBE_JS_URL' has already been declared" in every
+reader's browser (tools/check_browser.py caught it). Each page keeps the first
+copy of any script included more than once.
 """
 
 from __future__ import annotations
@@ -53,6 +61,25 @@ def _copy_constant_comments(app: Sphinx) -> None:
             logger.warning("%s.%s is public but has no #: documentation comment", PACKAGE, name)
 
 
+def _drop_duplicate_scripts(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for script in scripts:
+        # An inline script has filename None or "" depending on who added it.
+        filename = str(getattr(script, "filename", script) or "")
+        key = (filename, repr(sorted(getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    scripts[:] = kept
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("builder-inited", _copy_constant_comments)
+    app.connect("html-page-context", _drop_duplicate_scripts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

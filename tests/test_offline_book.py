@@ -72,10 +72,20 @@ def test_no_page_loads_from_the_network(site):
     assert problems == []
 
 
-def test_math_renders_offline_in_a_browser(site):
+def _chromium() -> str:
     chromium = check_browser.find_chromium()
     if chromium is None:
         pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
-    reports = {r.page: r for r in check_browser.check_site(site, None, chromium)}
+    return chromium
+
+
+def test_math_renders_offline_in_a_browser_and_search_works(site):
+    reports = {r.page: r for r in check_browser.check_site(site, None, _chromium(), "display")}
     assert all(r.ok for r in reports.values()), {p: r.problems for p, r in reports.items()}
     assert reports["book/math.html"].formulas == 3  # inline, display, labelled
+    assert "search.html?q=display" in reports
+
+
+def test_search_that_finds_nothing_fails(site):
+    reports = check_browser.check_site(site, None, _chromium(), "zzyzxqq")
+    assert "found nothing" in " ".join(reports[-1].problems)

@@ -348,8 +348,47 @@ def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -
     return report
 
 
-def check_site(site: Path, shots: Path | None, executable: str) -> list[PageReport]:
-    """Check every page of ``site``; returns one report per page."""
+SEARCH_JS = r"""
+(async () => {
+  for (let i = 0; i < 150; i++) {
+    const summary = document.querySelector(".search-summary");
+    const hits = document.querySelectorAll("#search-results ul.search > li");
+    // Results arrive one by one; the summary is written once the search is done.
+    const text = summary ? summary.textContent.trim() : "";
+    if (text && !/searching|preparing/i.test(text)) {
+      return {hits: hits.length, summary: text};
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {hits: 0, summary: "no search results after 15 s"};
+})()
+"""
+
+
+def check_search(client: DevTools, base_url: str, term: str) -> PageReport:
+    """Search the site for ``term`` from the search page; it must find something."""
+    report = PageReport(page=f"search.html?q={term}", title=f"search for {term!r}")
+    client.events.clear()
+    client.call("Page.navigate", url=f"{base_url}search.html?q={term}")
+    if not client.wait_for("Page.loadEventFired", PAGE_TIMEOUT_S):
+        report.problems.append("the search page did not load")
+        return report
+    result = client.call(
+        "Runtime.evaluate", expression=SEARCH_JS, awaitPromise=True, returnByValue=True
+    )
+    found = result.get("result", {}).get("value") or {"hits": 0, "summary": str(result)}
+    report.problems += _console_problems(client.events, base_url)
+    report.images = 0
+    report.title += f": {found['hits']} pages ({found['summary']})"
+    if not found["hits"]:
+        report.problems.append(f"searching for {term!r} found nothing: {found['summary']}")
+    return report
+
+
+def check_site(
+    site: Path, shots: Path | None, executable: str, search_term: str | None = None
+) -> list[PageReport]:
+    """Check every page of ``site`` (and its search); returns one report per page."""
     pages = site_pages(site)
     if not pages:
         raise SystemExit(f"no HTML pages under {site}")
@@ -366,6 +405,8 @@ def check_site(site: Path, shots: Path | None, executable: str) -> list[PageRepo
             if target not in pages:
                 report.problems.append(f"redirects to {target}, which does not exist")
             reports.append(report)
+        if search_term and "search.html" in pages:
+            reports.append(check_search(client, base_url, search_term))
     return reports
 
 
@@ -374,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("site", type=Path, help="the built site, e.g. _build/html")
     parser.add_argument("--screenshots", type=Path, help="folder for one PNG per page")
     parser.add_argument("--json", type=Path, help="write the per-page summary here")
+    parser.add_argument("--search", help="a word the site's search must find")
     args = parser.parse_args(argv)
     executable = find_chromium()
     if executable is None:
@@ -386,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshots and args.screenshots.is_dir():
         for old in args.screenshots.glob("*.png"):  # from an earlier run
             old.unlink()
-    reports = check_site(args.site.resolve(), args.screenshots, executable)
+    reports = check_site(args.site.resolve(), args.screenshots, executable, args.search)
     for r in reports:
         status = "ok  " if r.ok else "FAIL"
         print(

@@ -6,6 +6,7 @@ the network and, where Chromium is installed, that the math is typeset in a brow
 that cannot reach any host but the local server.
 """
 
+import json
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,34 @@ See {eq}`eq-test`.
 """
 
 
+FIGURE_NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "id": "t", "metadata": {}, "source": "# Figure\n\nOf $y = x^2$."},
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": "plot",
+            "metadata": {"mystnb": {"figure": {"caption": "A parabola.", "name": "fig-parabola"}}},
+            "outputs": [],
+            "source": "import matplotlib.pyplot as plt\n"
+            "fig, ax = plt.subplots()\nax.plot([0, 1, 2], [0, 1, 4])\n"
+            "ax.set(title='y = x^2', xlabel='x (1)', ylabel='y (1)')\nplt.show()",
+        },
+        {
+            "cell_type": "markdown",
+            "id": "r",
+            "metadata": {},
+            "source": "See {numref}`fig-parabola`.",
+        },
+    ],
+    "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+    },
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("book")
@@ -47,8 +76,9 @@ def site(tmp_path_factory):
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "intro.md").write_text("# Intro\n\nA page.\n")
     (root / "book" / "math.md").write_text(MATH_PAGE)
+    (root / "book" / "figure.ipynb").write_text(json.dumps(FIGURE_NOTEBOOK))
     (root / "_toc.yml").write_text(
-        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/math\n"
+        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/math\n  - file: book/figure\n"
     )
     result = subprocess.run(
         [str(JUPYTER_BOOK), "build", str(root), "--builder", "html", "-W", "--keep-going"],
@@ -80,9 +110,14 @@ def _chromium() -> str:
 
 
 def test_math_renders_offline_in_a_browser_and_search_works(site):
-    reports = {r.page: r for r in check_browser.check_site(site, None, _chromium(), "display")}
+    shots = ROOT / "_build" / "fixture-screenshots" / "offline-book"
+    found = check_browser.check_site(site, shots, _chromium(), "display")
+    reports = {r.page: r for r in found}
     assert all(r.ok for r in reports.values()), {p: r.problems for p, r in reports.items()}
     assert reports["book/math.html"].formulas == 3  # inline, display, labelled
+    # An executed notebook's matplotlib figure, with its caption, loads as an image.
+    figure = reports["book/figure.html"]
+    assert (figure.images, figure.figures, figure.formulas) == (1, 1, 1)
     assert "search.html?q=display" in reports
 
 

@@ -1,6 +1,27 @@
-"""Companion package of the Eigen-Precision book."""
+"""Companion package of the Eigen-Precision book.
 
-from eigprec.eig import default_cluster_tol, kth_eigvalsh
+Every chapter imports it; the book shows its code with :func:`show_source`.
+"""
 
-__all__: list[str] = ["default_cluster_tol", "kth_eigvalsh"]
+from .book import glue, load_record, progress
+from .eig import default_cluster_tol, kth_eigvalsh
+from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
+from .runtime import RuntimeInfo, describe_runtime, full_scale
+from .source import SourceListing, show_source
+
+__all__ = [
+    "MATMUL_PRECISIONS",
+    "RuntimeInfo",
+    "SourceListing",
+    "current_matmul_precision",
+    "default_cluster_tol",
+    "describe_runtime",
+    "full_scale",
+    "glue",
+    "kth_eigvalsh",
+    "load_record",
+    "matmul_precision",
+    "progress",
+    "show_source",
+]
 __version__ = "0.1.0"

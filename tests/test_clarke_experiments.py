@@ -131,3 +131,9 @@ def test_training_learns_and_is_reproducible():
     assert r1["nonfinite_steps"] == 0
     sweep = ce.regression_size_sweep(data, sizes=(2, 4), epochs=1)
     assert [r["n"] for r in sweep] == [2, 4]
+
+
+def test_descent_demo_only_min_norm_decreases_lambda_max():
+    for row in ce.descent_demo(n=6, multiplicity=3):
+        assert row["slope_mean"] == pytest.approx(-1 / 3, abs=1e-6)
+        assert abs(row["slope_eigenvector"]) < 1e-6

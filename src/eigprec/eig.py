@@ -129,11 +129,14 @@ def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------- custom ops
 
 
-@torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())
-def _value_op(A: Tensor, k: int, lower: bool, backend: str) -> Tensor:
+def _value_impl(A: Tensor, k: int, lower: bool, backend: str) -> Tensor:
+    """λ_k only: the no-grad path never forms eigenvectors."""
     A_clean, bad = _sanitise(A, lower)
     lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
     return _nan_where(bad, lam, 0)
+
+
+_value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())(_value_impl)
 
 
 @_value_op.register_fake
@@ -141,8 +144,7 @@ def _(A: Tensor, k: int, lower: bool, backend: str) -> Tensor:
     return A.new_empty(A.shape[:-2])
 
 
-@torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())
-def _factor_op(
+def _factor_impl(
     A: Tensor, k: int, lower: bool, backend: str, subgradient: str, cluster_tol: float
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
@@ -161,6 +163,9 @@ def _factor_op(
         weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
         F = V * weights.sqrt()[..., None, :]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
+
+
+_factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())(_factor_impl)
 
 
 @_factor_op.register_fake

@@ -23,7 +23,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--n", type=int, default=45)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads (0: torch's default). One thread is far less sensitive "
+        "to other processes on a shared machine, whose OpenMP barriers can stall for seconds.",
+    )
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
     B = torch.randn(args.batch, args.n, args.n, generator=g)
     A = (B + B.mT) / 2

@@ -137,3 +137,9 @@ def test_descent_demo_only_min_norm_decreases_lambda_max():
     for row in ce.descent_demo(n=6, multiplicity=3):
         assert row["slope_mean"] == pytest.approx(-1 / 3, abs=1e-6)
         assert abs(row["slope_eigenvector"]) < 1e-6
+
+
+def test_timing_sweep_restores_thread_count():
+    before = torch.get_num_threads()
+    ce.timing_sweep(sizes=(3,), batches=(2,), repeats=1, threads=1)
+    assert torch.get_num_threads() == before

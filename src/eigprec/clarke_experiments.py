@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -341,6 +342,7 @@ def timing_sweep(
     k: int = -1,
     repeats: int = 3,
     seed: int = 0,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Seconds per call of torch.linalg vs kth_eigvalsh, inference and training, side by side.
 
@@ -357,6 +359,8 @@ def timing_sweep(
         k: eigenvalue index.
         repeats: interleaved timed rounds (median).
         seed: generator seed of the random symmetric batches.
+        threads: torch intra-op threads during the measurement (None: unchanged). One thread
+            makes CPU timings far less sensitive to other processes on a shared machine.
 
     Returns:
         One dict per (n, batch) with the four medians and ``forward_speedup`` /
@@ -367,6 +371,16 @@ def timing_sweep(
         >>> sorted(rows[0])[:3]
         ['backend', 'batch', 'device']
     """
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _timing_rows(sizes, batches, device, backend, dtype, k, repeats, seed)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _timing_rows(sizes, batches, device, backend, dtype, k, repeats, seed):
     rows = []
     for n in sizes:
         for batch in batches:
@@ -543,7 +557,9 @@ def load_housing(seed: int = 0, allow_download: bool = True) -> dict[str, Any]:
         try:
             from sklearn.datasets import fetch_california_housing
 
-            raw = fetch_california_housing(n_retries=1, delay=0.5)
+            with warnings.catch_warnings():  # its retry warnings say what `note` says
+                warnings.simplefilter("ignore")
+                raw = fetch_california_housing(n_retries=1, delay=0.5)
             return {
                 "X": torch.as_tensor(raw.data, dtype=torch.float32),
                 "y": torch.as_tensor(raw.target, dtype=torch.float32),

@@ -380,7 +380,16 @@ def timing_sweep(
         torch.set_num_threads(previous_threads)
 
 
-def _timing_rows(sizes, batches, device, backend, dtype, k, repeats, seed):
+def _timing_rows(
+    sizes: Iterable[int],
+    batches: Iterable[int],
+    device: str,
+    backend: str,
+    dtype: torch.dtype,
+    k: int,
+    repeats: int,
+    seed: int,
+) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         for batch in batches:
@@ -639,7 +648,9 @@ class SpectralRegressor(nn.Module):
         return kth_eigvalsh(M, self.k, backend=self.backend, subgradient=self.subgradient)
 
 
-def _split(data: dict[str, Any], seed: int, test_fraction: float = 0.2):
+def _split(
+    data: dict[str, Any], seed: int, test_fraction: float = 0.2
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     X, y = data["X"], data["y"]
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(X.shape[0], generator=g)

@@ -143,3 +143,13 @@ def test_timing_sweep_restores_thread_count():
     before = torch.get_num_threads()
     ce.timing_sweep(sizes=(3,), batches=(2,), repeats=1, threads=1)
     assert torch.get_num_threads() == before
+
+
+def test_inverse_iteration_tradeoff_bins_and_accuracy():
+    r = ce.inverse_iteration_tradeoff(batch=60, n=12, k=5, repeats=1, dtype=torch.float64)
+    assert sum(b["count"] for b in r["bins"]) == 60
+    for b in r["bins"]:
+        if b["count"] and b["lo"] >= 1e-4:
+            assert b["max_grad_err"] < 1e-9
+    for key in ("forward", "train_exact", "train_invit"):
+        assert r[key] > 0

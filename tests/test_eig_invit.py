@@ -82,3 +82,13 @@ def test_compiles_without_graph_breaks():
     )
     f(A).backward()
     torch.testing.assert_close(A.grad, _grads(A.detach(), -1, kth_eigvalsh), atol=1e-8, rtol=0)
+
+
+def test_exactly_singular_shift_is_handled():
+    # Found by hypothesis: here λ_0 + 2·eps·‖A‖_F made a pivot of A − σI exactly zero.
+    g = torch.Generator().manual_seed(0)
+    B = torch.randn(3, 3, 3, generator=g, dtype=torch.float64)
+    A = (B + B.mT) / 2
+    G = _grads(A, 0, kth_eigvalsh_inverse_iteration)
+    assert torch.isfinite(G).all()
+    torch.testing.assert_close(G, _grads(A, 0, kth_eigvalsh), atol=1e-8, rtol=0)

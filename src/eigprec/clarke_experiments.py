@@ -7,6 +7,7 @@ plots with the ``plot_*`` functions at the end. Tests and the GPU recording comm
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -18,6 +19,7 @@ from torch import Tensor, nn
 
 from eigprec.bench._timing import time_side_by_side
 from eigprec.eig import kth_eigvalsh
+from eigprec.eig_invit import kth_eigvalsh_inverse_iteration
 
 __all__ = [
     "SpectralRegressor",
@@ -26,6 +28,7 @@ __all__ = [
     "descent_demo",
     "eigh_backward_demo",
     "gradient_check",
+    "inverse_iteration_tradeoff",
     "load_housing",
     "markdown_table",
     "plot_crossing_family",
@@ -435,6 +438,110 @@ def _timing_rows(
                 }
             )
     return rows
+
+
+def inverse_iteration_tradeoff(
+    batch: int = 500,
+    n: int = 100,
+    *,
+    k: int = -1,
+    device: str = "cpu",
+    backend: str = "auto",
+    dtype: torch.dtype = torch.float32,
+    steps: int = 3,
+    repeats: int = 3,
+    seed: int = 0,
+    gap_range: tuple[float, float] = (1e-7, 1e-2),
+    gap_edges: tuple[float, ...] = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, math.inf),
+) -> dict[str, Any]:
+    """Speed and accuracy of the inverse-iteration gradient against the exact one.
+
+    Times forward alone (eigenvalues only), forward+backward with the solver's eigenvectors
+    (``kth_eigvalsh``) and forward+backward with inverse iteration
+    (:func:`eigprec.eig_invit.kth_eigvalsh_inverse_iteration`), side by side; then bins the
+    batch by relative eigen-gap at k, min_j |λ_k − λ_j| / max|λ|, and reports in each bin the
+    largest gradient error (max-abs entry, against the float64 solver gradient) of inverse
+    iteration (``max_grad_err``) and, for scale, of the solver's own gradient in ``dtype``
+    (``max_grad_err_solver``).
+
+    Args:
+        batch, n: problem size.
+        k: eigenvalue index.
+        device: ``"cpu"`` or ``"cuda"``.
+        backend: eigenvalue backend.
+        dtype: float32 or float64.
+        steps: inverse-iteration steps.
+        repeats: timed rounds (median).
+        seed: generator seed.
+        gap_range: the gap between λ_k and its neighbour is drawn log-uniformly from this
+            range (the matrices are Q diag(λ) Qᵀ with Haar Q and otherwise evenly spaced λ on
+            [−1, 1]); random symmetric matrices would almost never show small gaps.
+        gap_edges: bin edges of the relative gap.
+
+    Returns:
+        dict with ``forward``, ``train_exact``, ``train_invit`` seconds, ``bins`` (one dict per
+        gap bin: ``lo``, ``hi``, ``count``, ``max_grad_err``, ``max_grad_err_solver``).
+
+    Example:
+        >>> r = inverse_iteration_tradeoff(batch=20, n=8, repeats=1)
+        >>> sum(b["count"] for b in r["bins"])
+        20
+    """
+    g = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
+    kk = k % n
+    # Spectrum: evenly spaced on [-1, 1] except that the neighbour above λ_k (below, for the
+    # top one) sits at a prescribed gap, log-uniform over gap_range.
+    lo_gap, hi_gap = gap_range
+    gaps = torch.exp(
+        math.log(lo_gap) + (math.log(hi_gap) - math.log(lo_gap)) * torch.rand(batch, generator=g)
+    ).double()
+    lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(batch, 1)
+    nb = kk + 1 if kk + 1 < n else kk - 1
+    lam[:, nb] = lam[:, kk] + torch.sign(torch.tensor(float(nb - kk))) * gaps
+    A64 = (Q * lam[:, None, :]) @ Q.mT
+    A64 = (A64 + A64.mT) / 2
+    A = A64.to(dtype).to(device)
+
+    def forward() -> None:
+        with torch.no_grad():
+            kth_eigvalsh(A, k, backend=backend)
+
+    def train_exact() -> None:
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh(X, k, backend=backend).sum().backward()
+
+    def train_invit() -> None:
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+
+    t = time_side_by_side(
+        {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
+        repeats=repeats,
+        device=device,
+    )
+    exact = _grad(A64, k)
+    X = A.detach().requires_grad_(True)
+    kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+    assert X.grad is not None
+    err = (X.grad.double().cpu() - exact).abs().amax(dim=(-2, -1))
+    err_exact = (_grad(A, k, backend=backend).double().cpu() - exact).abs().amax(dim=(-2, -1))
+    w = torch.linalg.eigvalsh(A64)
+    others = torch.cat([w[:, :kk], w[:, kk + 1 :]], dim=-1)
+    rel_gap = (others - w[:, kk : kk + 1]).abs().amin(-1) / w.abs().amax(-1)
+    bins = []
+    for lo, hi in itertools.pairwise(gap_edges):
+        sel = (rel_gap >= lo) & (rel_gap < hi)
+        bins.append(
+            {
+                "lo": lo,
+                "hi": hi,
+                "count": int(sel.sum()),
+                "max_grad_err": float(err[sel].max()) if sel.any() else math.nan,
+                "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else math.nan,
+            }
+        )
+    return {"batch": batch, "n": n, "steps": steps, "device": device, **t, "bins": bins}
 
 
 def stream_race_demo(

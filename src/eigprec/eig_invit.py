@@ -4,7 +4,8 @@
 the eigenvector pass is what makes forward+backward tens of times slower than eigenvalues
 alone. Here the eigenvalues come from the eigenvalue-only solver and the one eigenvector the
 backward pass needs from a few steps of inverse iteration with the shift just beside λ_k:
-batched LU solves with ``check_errors=False`` (no host synchronisation).
+one batched LU factorisation (``check_errors=False``: no host synchronisation) and
+``steps`` triangular solves.
 
 Trade-off: inverse iteration converges at rate |λ_k − σ| / min_{j≠k} |λ_j − σ| per step, so the
 eigenvector — and the gradient — is accurate only where λ_k is separated from its neighbours
@@ -35,7 +36,7 @@ def kth_eigvalsh_inverse_iteration(
     """λ_k of each matrix, differentiable, with the eigenvector from inverse iteration.
 
     The value is ``kth_eigvalsh(A, k)`` (eigenvalues only). The gradient is q qᵀ · grad with q
-    from ``steps`` steps of inverse iteration on A − σI, σ = λ_k + 4·eps·n·max|λ|, attached
+    from ``steps`` steps of inverse iteration on A − σI, σ = λ_k + 2·eps·‖A‖_F, attached
     by the identity λ = λ̂ + ⟨q qᵀ, A − stop_grad(A)⟩ (value λ̂, gradient q qᵀ), which needs no
     custom backward and so also works under ``torch.compile``.
 
@@ -67,16 +68,24 @@ def kth_eigvalsh_inverse_iteration(
         S = _symmetric_from_triangle(A.detach(), lower)
         n = S.shape[-1]
         eps = torch.finfo(S.dtype).eps
-        scale = S.abs().amax(dim=(-2, -1)).clamp_min(torch.finfo(S.dtype).tiny)
-        # A shift a few ulps beside λ_k keeps A − σI invertible in floating point while making
-        # λ_k's eigenvector dominate after one or two solves.
-        sigma = lam + 4 * eps * n * scale
+        # ‖A‖_F ≥ ‖A‖₂ bounds the eigenvalues' rounding error (a few eps·‖A‖₂) from above: a
+        # shift that far beside λ_k keeps A − σI from being exactly singular in floating point
+        # while the eigenvector of λ_k still gains a factor ~gap / (eps·‖A‖_F) per solve.
+        scale = torch.linalg.matrix_norm(S).clamp_min(torch.finfo(S.dtype).tiny)
+        sigma = lam + 2 * eps * scale
         M = S - sigma[..., None, None] * torch.eye(n, dtype=S.dtype, device=S.device)
         # A fixed, generic start vector: not orthogonal to any particular eigenvector.
         x = torch.linspace(1.0, 2.0, n, dtype=S.dtype, device=S.device).sqrt()
         x = x.expand(*S.shape[:-1]).unsqueeze(-1)
+        LU, pivots, _ = torch.linalg.lu_factor_ex(M, check_errors=False)
+        # The shift can still land so that a pivot is exactly zero; as LAPACK's inverse
+        # iteration (xSTEIN) does, replace pivots below eps·‖A‖ by ±eps·‖A‖ — on the device,
+        # with no host check — and factor once for all steps.
+        d = LU.diagonal(dim1=-2, dim2=-1)
+        floor = (eps * scale)[..., None].expand_as(d)
+        d.copy_(torch.where(d.abs() < floor, torch.where(d < 0, -floor, floor), d))
         for _ in range(steps):
-            x, _ = torch.linalg.solve_ex(M, x, check_errors=False)
+            x = torch.linalg.lu_solve(LU, pivots, x)
             x = x / torch.linalg.vector_norm(x, dim=-2, keepdim=True)
         q = x.squeeze(-1)
     G = q[..., :, None] * q[..., None, :]

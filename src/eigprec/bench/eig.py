@@ -64,7 +64,8 @@ def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
 
     Returns:
         JSON-ready dict: ``provenance``, ``headline`` (seconds and speed-ups), ``targets``,
-        ``sweep`` rows and ``stream_race``.
+        ``sweep`` rows, ``stream_race`` and ``inverse_iteration`` (the stretch: timings and
+        gradient error by eigen-gap).
 
     Raises:
         RuntimeError: without CUDA or CuPy.
@@ -73,7 +74,11 @@ def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
         >>> rec = record(repeats=3)  # doctest: +SKIP
     """
     from eigprec import _cupy_bridge
-    from eigprec.clarke_experiments import stream_race_demo, timing_sweep
+    from eigprec.clarke_experiments import (
+        inverse_iteration_tradeoff,
+        stream_race_demo,
+        timing_sweep,
+    )
 
     if not torch.cuda.is_available():
         raise RuntimeError("eigprec.bench eig needs a CUDA GPU; torch sees none")
@@ -101,6 +106,15 @@ def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
             repeats=repeats,
         )
     out["stream_race"] = stream_race_demo()
+    # Stretch: eigenvalues-only solve + inverse iteration for the backward's eigenvector.
+    out["inverse_iteration"] = inverse_iteration_tradeoff(
+        batch=HEADLINE["batch"],
+        n=HEADLINE["n"],
+        k=HEADLINE["n"] // 2,
+        device="cuda",
+        backend="cupy",
+        repeats=repeats,
+    )
     return out
 
 
@@ -147,6 +161,18 @@ def run(args: argparse.Namespace) -> int:
         f"  fwd+backward  torch {h['torch_train'] * 1e3:9.3f} ms   kth_eigvalsh "
         f"{h['kth_train'] * 1e3:9.3f} ms   speed-up {h['train_speedup']:8.1f}x "
         f"(target >= {TARGETS['train_speedup']:.0f}x)"
+    )
+    inv = rec["inverse_iteration"]
+    assert isinstance(inv, dict)
+    print(
+        f"  stretch: fwd+bwd / fwd alone: exact {inv['train_exact'] / inv['forward']:.1f}x, "
+        f"inverse iteration {inv['train_invit'] / inv['forward']:.1f}x (target <= 3x)"
+    )
+    race = rec["stream_race"]
+    assert isinstance(race, dict)
+    print(
+        f"  stream race: naive wrong {race['naive_wrong']}, bridge wrong {race['bridge_wrong']} "
+        f"(of {race['trials']} x {race['batch']})"
     )
     print(f"wrote {args.out}")
     return 0

@@ -931,14 +931,30 @@ def plot_crossing_family(fam: dict[str, Tensor]):
     """
     import matplotlib.pyplot as plt
 
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 3.8))
     t = fam["t"].numpy()
     for k in range(3):
         ax0.plot(t, fam["eigenvalues"][:, k].numpy(), label=f"λ_{k}(t)")
         ax1.plot(t, fam["slope_mean"][:, k].numpy() + 0.03 * (k - 1), label=f"dλ_{k}/dt (mean)")
     c = fam["crossings"].numpy()
     for k in range(3):
-        ax1.scatter(t[c], fam["slope_eigenvector"][c, k].numpy(), marker="x", color="k", zorder=3)
+        ax1.scatter(
+            t[c],
+            fam["slope_eigenvector"][c, k].numpy(),
+            marker="x",
+            color="k",
+            zorder=3,
+            label="'eigenvector' at a crossing" if k == 0 else None,
+        )
+        ax1.scatter(
+            t[c],
+            fam["slope_mean"][c, k].numpy(),
+            marker="o",
+            facecolors="none",
+            edgecolors="k",
+            zorder=3,
+            label="'mean' at a crossing" if k == 0 else None,
+        )
     ax0.set(
         title="Eigenvalues of X(t) = Q diag(t, 0, 1) Qᵀ",
         xlabel="t (dimensionless)",
@@ -950,7 +966,7 @@ def plot_crossing_family(fam: dict[str, Tensor]):
         ylabel="dλ_k/dt (offset ±0.03 for legibility)",
     )
     ax0.legend()
-    ax1.legend(fontsize=8)
+    ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -966,6 +982,7 @@ def plot_timing_sweep(rows: list[dict[str, Any]], recorded: list[dict[str, Any]]
         The matplotlib figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=False)
     for ax, key, title in zip(
@@ -987,6 +1004,8 @@ def plot_timing_sweep(rows: list[dict[str, Any]], recorded: list[dict[str, Any]]
                 )
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
         ax.set(
             title=f"Speed-up, {title}",
             xlabel="matrix size n",

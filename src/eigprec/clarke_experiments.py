@@ -480,7 +480,8 @@ def inverse_iteration_tradeoff(
 
     Returns:
         dict with ``forward``, ``train_exact``, ``train_invit`` seconds, ``bins`` (one dict per
-        gap bin: ``lo``, ``hi``, ``count``, ``max_grad_err``, ``max_grad_err_solver``).
+        gap bin: ``lo``, ``hi`` (None for +∞), ``count``, ``max_grad_err``,
+        ``max_grad_err_solver`` (None for an empty bin)).
 
     Example:
         >>> r = inverse_iteration_tradeoff(batch=20, n=8, repeats=1)
@@ -535,10 +536,11 @@ def inverse_iteration_tradeoff(
         bins.append(
             {
                 "lo": lo,
-                "hi": hi,
+                "hi": hi if math.isfinite(hi) else None,
                 "count": int(sel.sum()),
-                "max_grad_err": float(err[sel].max()) if sel.any() else math.nan,
-                "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else math.nan,
+                # None, not NaN, for an empty bin: the recordings are strict JSON
+                "max_grad_err": float(err[sel].max()) if sel.any() else None,
+                "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else None,
             }
         )
     return {"batch": batch, "n": n, "steps": steps, "device": device, **t, "bins": bins}

@@ -1,14 +1,12 @@
-"""Recording commands for the book's GPU results: ``python -m eigprec.bench <name> --out F``.
+"""GPU recording commands: ``python -m eigprec.bench <name> --out book/data/<file>.json``.
 
-Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args)``;
-``eigprec.bench.SUBCOMMANDS`` maps names to module paths so that a module (and anything heavy
-it imports, such as CuPy) is imported only when its subcommand runs.
+Each subcommand measures on a real GPU what the book can only emulate on other machines
+and writes JSON with provenance (GPU, driver, torch and CUDA versions, date). They need
+only torch, and refuse clearly where the hardware they measure is missing.
 """
 
 from __future__ import annotations
 
-__all__ = ["SUBCOMMANDS"]
+__all__ = ["provenance", "write_record"]
 
-SUBCOMMANDS: dict[str, str] = {
-    "eig": "eigprec.bench.eig",
-}
+from eigprec.bench._record import provenance, write_record

@@ -10,12 +10,11 @@ versions and date.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
 from pathlib import Path
 
 import torch
+
+from eigprec.bench import _record
 
 __all__ = ["add_arguments", "provenance", "record", "run"]
 
@@ -24,35 +23,21 @@ TARGETS = {"forward_speedup": 300.0, "train_speedup": 10.0}
 
 
 def provenance() -> dict[str, object]:
-    """Where and with what the numbers were measured (CUDA device 0).
+    """The shared provenance of ``eigprec.bench`` plus the CuPy version.
 
     Returns:
-        dict with GPU name, compute capability, driver and runtime versions, torch/CuPy/Python
-        versions and the UTC date.
+        dict from :func:`eigprec.bench.provenance` with ``cupy`` added.
 
     Raises:
         RuntimeError: when CUDA is not available.
 
     Example:
-        >>> provenance()["gpu"]  # doctest: +SKIP
-        'NVIDIA H100 80GB HBM3'
+        >>> provenance()["cupy"]  # doctest: +SKIP
+        '13.6.0'
     """
-    if not torch.cuda.is_available():
-        raise RuntimeError("provenance() describes a CUDA device, and none is available")
     import cupy
 
-    major, minor = torch.cuda.get_device_capability(0)
-    driver = cupy.cuda.runtime.driverGetVersion()
-    return {
-        "gpu": torch.cuda.get_device_name(0),
-        "compute_capability": f"{major}.{minor}",
-        "driver_cuda_version": f"{driver // 1000}.{driver % 1000 // 10}",
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "cupy": cupy.__version__,
-        "python": platform.python_version(),
-        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    return {**_record.provenance(), "cupy": cupy.__version__}
 
 
 def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
@@ -147,8 +132,7 @@ def run(args: argparse.Namespace) -> int:
         print("eigprec.bench eig: CuPy is not importable (pip install cupy-cuda12x).")
         return 2
     rec = record(repeats=args.repeats, sweep=not args.no_sweep)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rec, indent=2) + "\n")
+    _record.write_record(rec, args.out)
     h = rec["headline"]
     assert isinstance(h, dict)
     print(f"{rec['provenance']['gpu']}: batch {h['batch']} of {h['n']}x{h['n']} float32")

@@ -67,6 +67,7 @@ def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
         ``(...)`` tensor of absolute tolerances.
 
     Example:
+        >>> import torch
         >>> w = torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64)
         >>> bool(default_cluster_tol(w, 3) < 1e-13)
         True
@@ -353,6 +354,7 @@ def kth_eigvalsh(
         ModuleNotFoundError: ``backend="cupy"`` without a working CuPy.
 
     Example:
+        >>> import torch
         >>> A = torch.tensor([[2.0, 1.0], [1.0, 2.0]], requires_grad=True)
         >>> lam = kth_eigvalsh(A, -1)
         >>> float(lam)

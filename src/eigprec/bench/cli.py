@@ -11,6 +11,7 @@ __all__ = ["build_parser", "main"]
 #: subcommand -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, help)
 COMMANDS = {
     "tf32": ("eigprec.bench.tf32", "TF32 rounding, diag(QᵀLQ) at 'high', matmul throughput"),
+    "eig": ("eigprec.bench.eig", "kth_eigvalsh (CuPy) vs torch.linalg: speed, stream race"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Shared test configuration.
+"""Shared fixtures and paths for the test suite.
 
 emerging-optimizers 0.3.0 (a test-only cross-check dependency) declares Python ≥ 3.12, but on
 3.11 the only thing it lacks is ``typing.override`` (PEP 698), a decorator that has no effect
@@ -7,6 +7,10 @@ at run time. Providing that one name lets the cross-check run on 3.11 as well.
 
 import sys
 import typing
+from pathlib import Path
+
+import pytest
+import yaml
 
 if sys.version_info < (3, 12) and not hasattr(typing, "override"):
 
@@ -15,3 +19,15 @@ if sys.version_info < (3, 12) and not hasattr(typing, "override"):
         return method
 
     typing.override = _override
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def book_config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+@pytest.fixture(scope="session")
+def toc() -> dict:
+    return yaml.safe_load((ROOT / "_toc.yml").read_text())

@@ -1,0 +1,85 @@
+# The two commands of the README: `make book` and `make test`.
+# Each sets up .venv itself (idempotently) on a machine with Python >= 3.11,
+# venv, git and make.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+BUILD := _build
+STAMP := $(VENV)/.eigprec-installed
+CACHE_KEY_FILE := $(BUILD)/.eigprec-cache-key
+JB := $(BIN)/jupyter-book build . --builder html --keep-going
+
+# Progress bars as text in executed pages (a widget would need network scripts);
+# kernels found in .venv before any user-level kernelspec.
+export EIGPREC_PROGRESS := text
+export JUPYTER_PREFER_ENV_PATH := 1
+export JUPYTER_PLATFORM_DIRS := 1
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+# Everything that can change what a chapter prints besides its code cells.
+# jupyter-cache keys only on code cells (jupyter-book issue 1633), so a change
+# here must empty the execution cache.
+CACHE_INPUTS := src book/data requirements.txt pyproject.toml
+
+.PHONY: book test env lint unit cache-key strict-book clean help
+
+help:
+	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
+	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors"
+
+env: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@# emerging-optimizers 0.3.0 declares Python >= 3.12 (see requirements.txt).
+	$(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))' && \
+	  $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
+	    --ignore-requires-python emerging-optimizers==0.3.0 || true
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (eigprec)" >/dev/null
+	@touch $@
+
+# Content and modification time of every input: `touch` counts as a change too,
+# as it does for make itself.
+CACHE_KEY = $$(find $(CACHE_INPUTS) -type f ! -path '*/__pycache__/*' \
+	! -path '*.egg-info/*' ! -name '*.pyc' -printf '%p %T@ ' -exec sha256sum {} + \
+	2>/dev/null | sort | sha256sum | cut -c1-16)
+
+# Drop the execution cache and Sphinx's environment when the key changed.
+cache-key: env
+	@key=$(CACHE_KEY); \
+	if [ "$$(cat $(CACHE_KEY_FILE) 2>/dev/null)" != "$$key" ]; then \
+	  if [ -d $(BUILD)/.jupyter_cache ]; then \
+	    echo "src/, book/data/ or the requirements changed: re-executing every chapter"; \
+	  fi; \
+	  rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees; \
+	  mkdir -p $(BUILD); echo "$$key" > $(CACHE_KEY_FILE); \
+	fi
+
+book: cache-key
+	$(JB)
+	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
+
+lint: env
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: env
+	$(PY) -m pytest
+
+# Always executes: the cache is emptied first (and refilled for `make book`).
+strict-book: env
+	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(CACHE_KEY_FILE)
+	$(JB) --all -W
+	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
+
+test: lint unit strict-book
+	@echo "make test: lint, unit tests and the strict book build all passed"
+
+clean:
+	rm -rf $(BUILD)

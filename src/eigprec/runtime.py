@@ -1,0 +1,176 @@
+"""Where a chapter ran: the provenance record shown at the top of every page."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import importlib.metadata
+import os
+import platform
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .precision import current_matmul_precision
+
+__all__ = ["RuntimeInfo", "describe_runtime", "full_scale"]
+
+# Distribution names under which CuPy is published; looked up without importing
+# CuPy, which is slow to import and absent on machines without CUDA.
+_CUPY_DISTRIBUTIONS = ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0")
+
+
+def _cupy_version() -> str | None:
+    for dist in _CUPY_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def full_scale() -> bool:
+    """Whether experiments should run at full scale (the GPU publishing build).
+
+    Chapters shrink their experiments to fit a 2-core CPU; the publishing build sets
+    the environment variable ``EIGPREC_FULL=1`` to scale them up.
+
+    Returns:
+        True when ``EIGPREC_FULL`` is set to ``1``, ``true`` or ``yes``.
+
+    Example:
+        >>> import os
+        >>> os.environ.pop("EIGPREC_FULL", None) and None
+        >>> full_scale()
+        False
+    """
+    return os.environ.get("EIGPREC_FULL", "").strip().lower() in {"1", "true", "yes"}
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    """A snapshot of the machine and settings a computation ran with.
+
+    Attributes:
+        device: ``"cuda"`` when a CUDA (or ROCm) device is visible, else ``"cpu"``.
+        device_name: the GPU's name, or the CPU's description.
+        compute_capability: ``(major, minor)`` of the current CUDA device, or None.
+        tf32_hardware: True on NVIDIA GPUs of compute capability ≥ 8.0 (Ampere and
+            later), the ones whose tensor cores execute TF32.
+        tf32_emulated: True where the book emulates TF32 in software instead
+            (everywhere ``tf32_hardware`` is False).
+        matmul_precision: torch's current float32 matmul precision.
+        torch_version: ``torch.__version__``.
+        cuda_version: the CUDA version torch was built with, or None.
+        numpy_version: ``numpy.__version__``.
+        cupy_version: the installed CuPy distribution's version, or None.
+        python_version: the interpreter's version.
+        full_scale: whether ``EIGPREC_FULL=1`` scaled experiments up.
+        timestamp: UTC time of the snapshot, ISO 8601.
+    """
+
+    device: str
+    device_name: str
+    compute_capability: tuple[int, int] | None
+    tf32_hardware: bool
+    tf32_emulated: bool
+    matmul_precision: str
+    torch_version: str
+    cuda_version: str | None
+    numpy_version: str
+    cupy_version: str | None
+    python_version: str
+    full_scale: bool
+    timestamp: str
+
+    @property
+    def tf32_label(self) -> str:
+        """One phrase saying how TF32 behaves here (real hardware or CPU emulation)."""
+        if self.tf32_hardware:
+            return "real (tensor cores)"
+        where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
+        return f"emulated in software ({where})"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        cc = self.compute_capability
+        device = self.device_name + (f" (compute capability {cc[0]}.{cc[1]})" if cc else "")
+        versions = f"torch {self.torch_version}"
+        if self.cuda_version:
+            versions += f" (CUDA {self.cuda_version})"
+        versions += f" · NumPy {self.numpy_version} · CuPy {self.cupy_version or 'not installed'}"
+        versions += f" · Python {self.python_version}"
+        return [
+            ("Executed on", device),
+            ("TF32", self.tf32_label),
+            ("float32 matmul precision", self.matmul_precision),
+            ("Versions", versions),
+            ("Scale", "full (EIGPREC_FULL=1)" if self.full_scale else "reduced for a small CPU"),
+            ("When", self.timestamp),
+        ]
+
+    def __str__(self) -> str:
+        rows = self._rows()
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k.rjust(width)} : {v}" for k, v in rows]
+        rule = "─" * max(len(line) for line in lines)
+        return "\n".join([rule, *lines, rule])
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f'<tr><th style="text-align:right;padding:2px 10px 2px 0;white-space:nowrap">'
+            f"{html.escape(k)}</th><td style='padding:2px 0'>{html.escape(v)}</td></tr>"
+            for k, v in self._rows()
+        )
+        return (
+            '<div class="eigprec-provenance" style="border-left:4px solid #4c72b0;'
+            'background:rgba(76,114,176,0.08);padding:6px 12px;margin:4px 0;font-size:0.9em">'
+            '<div style="font-weight:bold;margin-bottom:4px">Provenance of this page</div>'
+            f'<table style="border:none;margin:0">{cells}</table></div>'
+        )
+
+
+def describe_runtime() -> RuntimeInfo:
+    """Describe the device, library versions and precision settings in force now.
+
+    CuPy's version is read from package metadata, so CuPy is not imported.
+
+    Returns:
+        A frozen :class:`RuntimeInfo`; in a notebook it renders as the provenance
+        box ("Executed on …"), and ``print()`` gives the same box as text.
+
+    Example:
+        >>> info = describe_runtime()
+        >>> info.tf32_emulated == (not info.tf32_hardware)
+        True
+    """
+    cc: tuple[int, int] | None = None
+    if torch.cuda.is_available():
+        device = "cuda"
+        index = torch.cuda.current_device()
+        device_name = torch.cuda.get_device_name(index)
+        major, minor = torch.cuda.get_device_capability(index)
+        cc = (int(major), int(minor))
+        # ROCm builds also answer torch.cuda; TF32 as discussed here is NVIDIA's.
+        nvidia = torch.version.hip is None
+        tf32_hardware = nvidia and cc >= (8, 0)
+    else:
+        device = "cpu"
+        device_name = platform.processor() or platform.machine() or "unknown CPU"
+        device_name = f"CPU ({device_name}, {os.cpu_count()} logical cores)"
+        tf32_hardware = False
+    return RuntimeInfo(
+        device=device,
+        device_name=device_name,
+        compute_capability=cc,
+        tf32_hardware=tf32_hardware,
+        tf32_emulated=not tf32_hardware,
+        matmul_precision=current_matmul_precision(),
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda,
+        numpy_version=np.__version__,
+        cupy_version=_cupy_version(),
+        python_version=platform.python_version(),
+        full_scale=full_scale(),
+        timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )

@@ -1,0 +1,78 @@
+"""The committed book files follow the conventions the build and Colab rely on."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+
+
+def _toc_files(toc: dict) -> list[str]:
+    files = [toc["root"]]
+    for entry in toc.get("chapters", []):
+        files.append(entry["file"])
+    for part in toc.get("parts", []):
+        files.extend(e["file"] for e in part["chapters"])
+    return files
+
+
+def _source(cell: dict) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def test_there_are_three_chapters():
+    assert {p.stem for p in NOTEBOOKS} >= {"tf32", "clarke", "degeneracy"}
+
+
+def test_toc_lists_every_chapter_and_only_existing_files(toc):
+    listed = _toc_files(toc)
+    for file in listed:
+        assert any((ROOT / f"{file}{ext}").exists() for ext in ("", ".md", ".ipynb")), file
+    for nb in NOTEBOOKS:
+        assert f"book/{nb.stem}" in listed, f"{nb.name} is not in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_committed_without_outputs(path: Path):
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        assert cell.get("outputs") == [], f"{path.name} cell {i} holds outputs: strip them"
+        assert cell.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_cell_installs_from_the_configured_url_only_in_colab(path: Path, book_config):
+    url = book_config["repository"]["url"]
+    first = json.loads(path.read_text())["cells"][0]
+    assert first["cell_type"] == "code", f"{path.name}: the first cell must be the setup cell"
+    assert "remove-cell" in first["metadata"].get("tags", []), "setup cell must be hidden"
+    src = _source(first)
+    assert re.search(r'if\s+"google\.colab"\s+in\s+sys\.modules\s*:', src), src
+    installs = re.findall(r"%pip install .*", src)
+    assert installs, f"{path.name}: the setup cell must %pip install the package"
+    for line in installs:
+        assert f"git+{url}" in line, f"{path.name}: install from {url}, the URL in _config.yml"
+        urls = re.findall(r"https?://[^\s\"']+", line)
+        assert urls == [url], f"{path.name}: unexpected URL in {line!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_second_cell_shows_provenance(path: Path):
+    second = json.loads(path.read_text())["cells"][1]
+    assert second["cell_type"] == "code"
+    assert _source(second).strip().endswith("eigprec.describe_runtime()")
+    assert "remove-cell" not in second["metadata"].get("tags", [])
+
+
+def test_repository_url_defined_once(book_config):
+    url = book_config["repository"]["url"]
+    assert url.startswith("https://github.com/")
+    # Only one key in the configuration holds it.
+    assert (ROOT / "_config.yml").read_text().count(url) == 1

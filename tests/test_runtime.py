@@ -1,0 +1,70 @@
+"""describe_runtime: a frozen, truthful provenance record that renders as a box."""
+
+import dataclasses
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from eigprec import describe_runtime, full_scale, matmul_precision
+
+
+def test_fields_match_this_machine():
+    info = describe_runtime()
+    assert info.torch_version == torch.__version__
+    assert info.numpy_version == np.__version__
+    assert info.python_version.startswith(f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert info.tf32_emulated is (not info.tf32_hardware)
+    if torch.cuda.is_available():
+        assert info.device == "cuda"
+        assert info.compute_capability == tuple(torch.cuda.get_device_capability())
+        expected = torch.version.hip is None and info.compute_capability >= (8, 0)
+        assert info.tf32_hardware is expected
+    else:
+        assert info.device == "cpu"
+        assert info.compute_capability is None
+        assert info.tf32_hardware is False
+
+
+def test_is_frozen():
+    info = describe_runtime()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.device = "tpu"  # type: ignore[misc]
+
+
+def test_reads_current_precision():
+    with matmul_precision("high"):
+        assert describe_runtime().matmul_precision == "high"
+    with matmul_precision("highest"):
+        assert describe_runtime().matmul_precision == "highest"
+
+
+def test_cupy_not_imported():
+    describe_runtime()
+    assert "cupy" not in sys.modules
+
+
+def test_renders_as_text_and_html():
+    info = describe_runtime()
+    text = str(info)
+    html = info._repr_html_()
+    for needle in ("Executed on", "TF32", info.torch_version):
+        assert needle in text
+        assert needle in html
+    assert ("emulated" in text) == info.tf32_emulated
+    assert html.startswith("<div") and "<table" in html
+
+
+def test_html_escapes_device_name():
+    info = dataclasses.replace(describe_runtime(), device_name="<script>x</script>")
+    assert "<script>" not in info._repr_html_()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), ("yes", True), ("0", False), ("", False)]
+)
+def test_full_scale(monkeypatch, value, expected):
+    monkeypatch.setenv("EIGPREC_FULL", value)
+    assert full_scale() is expected
+    assert describe_runtime().full_scale is expected

@@ -22,30 +22,20 @@ library lacks: ``dtype`` (float64 reference runs), ``eps_mode``, ``eigval_dtype`
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import torch
 from torch.optim import Optimizer
+
+from eigprec.precision import matmul_precision
 
 __all__ = ["REKLS", "SOAP"]
 
 FP32MatmulPrec = Literal["highest", "high", "medium"]
 _PRECISIONS = ("highest", "high", "medium")
 _WEIGHT_DECAY_METHODS = ("decoupled", "independent", "l2", "palm")
-
-
-@contextlib.contextmanager
-def _matmul_precision(mode: str) -> Iterator[None]:
-    # Temporary stand-in for eigprec.precision.matmul_precision until the foundation lands.
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(mode)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def _check_unit_interval(name: str, value: object) -> None:
@@ -386,16 +376,16 @@ class SOAP(Optimizer):
             beta = 1.0 - (1.0 - beta) / (1.0 - beta**t)
         diag: dict[str, Any] = {}
 
-        with _matmul_precision(self.fp32_matmul_prec):
+        with matmul_precision(self.fp32_matmul_prec):
             self._update_factors(state, grad, beta, group["eps"], diag)
-        with _matmul_precision(self.qr_fp32_matmul_prec):
+        with matmul_precision(self.qr_fp32_matmul_prec):
             self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
         self._weight_decay(p, grad, group)
         Q_L, Q_R = state["Q_L"], state["Q_R"]
-        with _matmul_precision(self.fp32_matmul_prec):
+        with matmul_precision(self.fp32_matmul_prec):
             g_rot = Q_L.T @ grad @ Q_R
         direction = self._adam_direction(state, g_rot, group, t)
-        with _matmul_precision(self.fp32_matmul_prec):
+        with matmul_precision(self.fp32_matmul_prec):
             update = Q_L @ direction @ Q_R.T
         if self.max_update_rms > 0:
             rms = update.square().mean().sqrt()

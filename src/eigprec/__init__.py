@@ -24,6 +24,14 @@ from .subspace import (
     subspace_angle,
     top1_angle,
 )
+from .tf32 import (
+    emulate_tf32,
+    has_real_tf32,
+    matmul_3xtf32,
+    round_tf32,
+    split_tf32,
+    tf32_matmul_enabled,
+)
 
 __all__ = [
     "MATMUL_PRECISIONS",
@@ -40,16 +48,22 @@ __all__ = [
     "describe_runtime",
     "eigenvalue_clusters",
     "eigvec_rotation_experiment",
+    "emulate_tf32",
     "full_scale",
     "glue",
+    "has_real_tf32",
     "load_record",
+    "matmul_3xtf32",
     "matmul_precision",
     "principal_angles",
     "progress",
+    "round_tf32",
     "show_source",
     "spike_angle_table",
     "spike_experiment",
+    "split_tf32",
     "subspace_angle",
+    "tf32_matmul_enabled",
     "top1_angle",
 ]
 __version__ = "0.1.0"

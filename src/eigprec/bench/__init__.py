@@ -1,0 +1,12 @@
+"""GPU recording commands: ``python -m eigprec.bench <name> --out book/data/<file>.json``.
+
+Each subcommand measures on a real GPU what the book can only emulate on other machines
+and writes JSON with provenance (GPU, driver, torch and CUDA versions, date). They need
+only torch, and refuse clearly where the hardware they measure is missing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["provenance", "write_record"]
+
+from eigprec.bench._record import provenance, write_record

@@ -1,0 +1,300 @@
+"""``python -m eigprec.bench tf32``: what a real TF32 GPU does, recorded for the book.
+
+Three measurements on one CUDA device of compute capability >= 8.0:
+
+1. *Rounding*: float32 operands of the form ``1 + 2**-11`` (a tie between two TF32
+   values) and their neighbours go through a TF32 matmul against an identity, so the
+   product shows the operand exactly as the tensor cores rounded it; the result is
+   compared with :func:`~eigprec.tf32.round_tf32` under each rounding. The same is done
+   for a matrix-vector product, which cuBLAS may run without tensor cores.
+2. *diag(QᵀLQ)*: the chapter's experiment at precision 'high' (real TF32) and 'highest'.
+3. *Throughput*: float32, TF32 and 3xTF32 matmuls at a few sizes, in TFLOP/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import torch
+
+from eigprec.bench._record import provenance, write_record
+from eigprec.tf32 import ROUNDINGS, matmul_3xtf32, round_tf32
+from eigprec.tf32_experiments import (
+    TABLE_INDICES,
+    _float32_matmul_precision,
+    diag_qtlq_experiment,
+)
+
+__all__ = [
+    "PROBE_VALUES",
+    "SCHEMA",
+    "add_arguments",
+    "diag_record",
+    "measure",
+    "refusal",
+    "rounding_probe",
+    "run",
+    "throughput",
+    "validate_record",
+]
+
+SCHEMA = "eigprec.bench.tf32/1"
+
+#: Operands whose TF32 images tell the roundings apart (ties, neighbours of ties).
+PROBE_VALUES = (
+    1 + 2**-11,  # tie: rna -> 1 + 2**-10, rne -> 1, rz -> 1
+    1 + 3 * 2**-11,  # tie with odd kept part: rna, rne -> 1 + 2**-9, rz -> 1 + 2**-10
+    -(1 + 2**-11),  # sign symmetry of the tie
+    1 + 2**-11 + 2**-20,  # just above the tie: nearest -> up, rz -> down
+    1 + 2**-12,  # below the tie: every rounding -> 1
+    1024.5,  # pytorch issue 53635
+    2 - 2**-12,  # tie that carries into the next binade under rna/rne
+)
+
+_KEYS = {
+    "schema": str,
+    "provenance": dict,
+    "rounding": dict,
+    "diag_qtlq": dict,
+    "throughput": list,
+}
+_PROVENANCE_KEYS = ("gpu", "compute_capability", "driver", "torch", "cuda", "date")
+_ROUNDING_KEYS = ("values", "first_operand", "second_operand", "matrix_vector", "matches")
+_DIAG_KEYS = ("precision", "indices", "true", "fp32", "tf32", "3xtf32")
+_THROUGHPUT_KEYS = ("size", "fp32_tflops", "tf32_tflops", "3xtf32_tflops")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add this command's options to ``parser``.
+
+    Args:
+        parser: the ``tf32`` subparser.
+    """
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument(
+        "--sizes",
+        type=lambda s: [int(v) for v in s.split(",")],
+        default=[1024, 2048, 4096, 8192],
+        help="comma-separated square matmul sizes for the throughput table",
+    )
+    parser.add_argument("--repeats", type=int, default=20, help="timed matmuls per size")
+    parser.add_argument("--device", type=int, default=0, help="CUDA device index")
+
+
+def _matches(observed: torch.Tensor, values: torch.Tensor) -> list[str]:
+    candidates = {"fp32": values, **{r: round_tf32(values, r) for r in ROUNDINGS}}
+    return [name for name, ref in candidates.items() if torch.equal(observed, ref)]
+
+
+def rounding_probe(device: torch.device | str, n: int = 128) -> dict[str, Any]:
+    """Which rounding the device's TF32 matmul applies to its operands.
+
+    Args:
+        device: a CUDA device with TF32.
+        n: size of the probing matrices (large enough for tensor-core kernels).
+
+    Returns:
+        ``{"values", "first_operand", "second_operand", "matrix_vector", "matches"}``:
+        the probe values, what each product returned for them, and for each of the
+        three products the names among ``fp32``/``rna``/``rne``/``rz`` it agrees with.
+    """
+    values = torch.tensor(PROBE_VALUES, dtype=torch.float32)
+    k = len(values)
+    eye = torch.eye(n, device=device)
+    first = torch.zeros(n, n, device=device)
+    first[:k, 0] = values.to(device)
+    second = torch.zeros(n, n, device=device)
+    second[0, :k] = values.to(device)
+    with _float32_matmul_precision("high"):
+        out_first = (first @ eye)[:k, 0].cpu()
+        out_second = (eye @ second)[0, :k].cpu()
+        out_mv = (first @ eye[:, 0]).cpu()[:k]
+    return {
+        "values": values.tolist(),
+        "first_operand": out_first.tolist(),
+        "second_operand": out_second.tolist(),
+        "matrix_vector": out_mv.tolist(),
+        "matches": {
+            "first_operand": _matches(out_first, values),
+            "second_operand": _matches(out_second, values),
+            "matrix_vector": _matches(out_mv, values),
+        },
+    }
+
+
+def diag_record(device: torch.device | str) -> dict[str, Any]:
+    """The chapter's diag(QᵀLQ) experiment on ``device``, all 128 entries.
+
+    Args:
+        device: where the matmuls run (real TF32 at 'high' on a capable GPU).
+
+    Returns:
+        ``{"precision": "high", "tf32_real", "indices", "true", <method>: [...]}``.
+    """
+    res = diag_qtlq_experiment(device=device, methods=("fp32", "tf32", "3xtf32"))
+    out: dict[str, Any] = {
+        "precision": "high",
+        "tf32_real": res.tf32_real,
+        "indices": list(TABLE_INDICES),
+        "true": res.eigenvalues.tolist(),
+    }
+    out.update({m: v.tolist() for m, v in res.estimates.items()})
+    return out
+
+
+def _time_cuda(fn: Any, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    stop.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop) / 1e3 / repeats
+
+
+def throughput(sizes: list[int], repeats: int, device: torch.device | str) -> list[dict[str, Any]]:
+    """Square float32 matmul speed as float32, TF32 and 3xTF32, in TFLOP/s (2n³ per product).
+
+    Args:
+        sizes: matrix sizes.
+        repeats: timed products per size and mode.
+        device: a CUDA device.
+
+    Returns:
+        One dict per size: ``size``, ``fp32_tflops``, ``tf32_tflops``, ``3xtf32_tflops``.
+    """
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for n in sizes:
+        a = torch.randn(n, n, generator=gen).to(device)
+        b = torch.randn(n, n, generator=gen).to(device)
+        flop = 2.0 * n**3
+        with _float32_matmul_precision("highest"):
+            t_fp32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
+        with _float32_matmul_precision("high"):
+            t_tf32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
+            t_3x = _time_cuda(lambda a=a, b=b: matmul_3xtf32(a, b), repeats)
+        rows.append(
+            {
+                "size": n,
+                "fp32_tflops": flop / t_fp32 / 1e12,
+                "tf32_tflops": flop / t_tf32 / 1e12,
+                "3xtf32_tflops": flop / t_3x / 1e12,
+            }
+        )
+        del a, b
+    return rows
+
+
+def validate_record(record: Any) -> None:
+    """Check that ``record`` has the structure the chapter reads.
+
+    Args:
+        record: a decoded ``tf32`` recording.
+
+    Raises:
+        ValueError: naming the first missing or mistyped field.
+
+    Example:
+        >>> validate_record({"schema": SCHEMA})
+        Traceback (most recent call last):
+        ...
+        ValueError: tf32 record: missing 'provenance'
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"tf32 record: expected a dict, got {type(record).__name__}")
+    for key, kind in _KEYS.items():
+        if key not in record:
+            raise ValueError(f"tf32 record: missing {key!r}")
+        if not isinstance(record[key], kind):
+            raise ValueError(f"tf32 record: {key!r} should be a {kind.__name__}")
+    if record["schema"] != SCHEMA:
+        raise ValueError(f"tf32 record: schema {record['schema']!r}, expected {SCHEMA!r}")
+    for section, keys in (
+        ("provenance", _PROVENANCE_KEYS),
+        ("rounding", _ROUNDING_KEYS),
+        ("diag_qtlq", _DIAG_KEYS),
+    ):
+        for key in keys:
+            if key not in record[section]:
+                raise ValueError(f"tf32 record: missing {section}.{key}")
+    n = len(record["diag_qtlq"]["true"])
+    for key in ("fp32", "tf32", "3xtf32"):
+        if len(record["diag_qtlq"][key]) != n:
+            raise ValueError(f"tf32 record: diag_qtlq.{key} has not {n} entries")
+    if not record["throughput"]:
+        raise ValueError("tf32 record: throughput is empty")
+    for row in record["throughput"]:
+        for key in _THROUGHPUT_KEYS:
+            if not isinstance(row.get(key), int | float):
+                raise ValueError(f"tf32 record: throughput row lacks a number {key!r}")
+
+
+def measure(sizes: list[int], repeats: int, device: int = 0) -> dict[str, Any]:
+    """All three measurements on CUDA device ``device``, as one record.
+
+    Args:
+        sizes: matmul sizes for the throughput table.
+        repeats: timed products per size and mode.
+        device: CUDA device index.
+
+    Returns:
+        The record (see :func:`validate_record`).
+    """
+    dev = torch.device("cuda", device)
+    record = {
+        "schema": SCHEMA,
+        "provenance": provenance(device),
+        "rounding": rounding_probe(dev),
+        "diag_qtlq": diag_record(dev),
+        "throughput": throughput(sizes, repeats, dev),
+    }
+    validate_record(record)
+    return record
+
+
+def refusal(device: int = 0) -> str | None:
+    """Why this machine cannot record, or None when it can."""
+    if not torch.cuda.is_available():
+        return (
+            "eigprec.bench tf32 needs an NVIDIA GPU with compute capability >= 8.0; "
+            "torch.cuda.is_available() is False here, so nothing was measured or written."
+        )
+    if torch.version.cuda is None:
+        return "eigprec.bench tf32 measures NVIDIA TF32; this torch is not a CUDA build."
+    cap = torch.cuda.get_device_capability(device)
+    if cap < (8, 0):
+        name = torch.cuda.get_device_name(device)
+        return (
+            f"eigprec.bench tf32 needs compute capability >= 8.0 (TF32 tensor cores); "
+            f"{name} has {cap[0]}.{cap[1]}, so nothing was measured or written."
+        )
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and write the record, or refuse with exit status 2.
+
+    Args:
+        args: parsed options (``out``, ``sizes``, ``repeats``, ``device``).
+
+    Returns:
+        0 when the record was written, 2 when refused.
+    """
+    if any(n <= 0 for n in args.sizes) or args.repeats <= 0:
+        print("eigprec.bench tf32: --sizes and --repeats must be positive", file=sys.stderr)
+        return 2
+    reason = refusal(args.device)
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 2
+    record = measure(args.sizes, args.repeats, args.device)
+    path = write_record(record, args.out)
+    matches = record["rounding"]["matches"]
+    print(f"wrote {path}: {record['provenance']['gpu']}, TF32 operand rounding {matches}")
+    return 0

@@ -1,0 +1,471 @@
+"""Exact TF32 emulation: rounding, an emulating context manager and the 3xTF32 product.
+
+TF32 ("TensorFloat-32") is the operand format of NVIDIA tensor cores from Ampere
+(compute capability 8.0) on: float32's sign and 8-bit exponent with only 10 of its 23
+explicit mantissa bits. Products of two TF32 values are exact in float32 (11 x 11
+significant bits fit into float32's 24), so a TF32 matmul equals a float32 matmul of
+operands rounded to TF32, accumulated in float32. That identity is what
+:func:`emulate_tf32` relies on.
+
+Which knob turns TF32 on? On torch >= 2.9 cuBLAS reads one value only,
+``torch.backends.cuda.matmul.fp32_precision`` (``"tf32"`` or not), which
+``torch.set_float32_matmul_precision('high' | 'medium')``, the legacy
+``torch.backends.cuda.matmul.allow_tf32 = True`` and the generic
+``torch.backends.fp32_precision = "tf32"`` all feed. On older torch the legacy flag is
+the only one. :func:`tf32_matmul_enabled` reads it the same way.
+
+'medium' is emulated as TF32: on CUDA it sets the cuBLAS matmul precision to ``"tf32"``
+(bf16 is only a permission that cuBLAS does not use for float32 matmuls); on the CPU
+oneDNN may use bf16 for it, which this module does not model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = [
+    "ROUNDINGS",
+    "TF32_MANTISSA_BITS",
+    "emulate_tf32",
+    "has_real_tf32",
+    "matmul_3xtf32",
+    "round_tf32",
+    "split_tf32",
+    "tf32_matmul_enabled",
+]
+
+#: Explicit mantissa bits kept by TF32 (float32 keeps 23).
+TF32_MANTISSA_BITS = 10
+
+#: The rounding rules :func:`round_tf32` implements.
+ROUNDINGS = ("rna", "rne", "rz")
+
+# The 13 low mantissa bits that TF32 drops, and half of the unit they leave behind.
+_DROPPED_BITS = 23 - TF32_MANTISSA_BITS
+_KEEP_MASK = -(1 << _DROPPED_BITS)  # 0xFFFFE000 as a signed int32
+_HALF_ULP = 1 << (_DROPPED_BITS - 1)  # 0x1000
+
+
+def _check_rounding(rounding: object) -> str:
+    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    return rounding
+
+
+def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
+    # Rounding the magnitude field of the IEEE pattern as an integer is exact for
+    # normal and subnormal numbers alike: a carry out of the mantissa increments the
+    # exponent (the next binade, or +-inf past the largest finite value), and the sign
+    # bit is never reached because finite magnitudes stay below 0x7F800000 + 0x1000.
+    bits = x.view(torch.int32)
+    if rounding == "rna":
+        bits = bits + _HALF_ULP
+    elif rounding == "rne":
+        # Add just under half an ulp, plus one when the kept part is odd: ties go even.
+        bits = bits + ((_HALF_ULP - 1) + torch.bitwise_and(bits >> _DROPPED_BITS, 1))
+    else:  # "rz": truncation needs no addition
+        bits = bits.clone()
+    bits.bitwise_and_(_KEEP_MASK)
+    out = bits.view(torch.float32)
+    # NaN payloads may sit in the dropped bits (truncation would turn them into inf).
+    return torch.where(torch.isnan(x), x, out)
+
+
+class _RoundTF32(torch.autograd.Function):
+    # Straight-through gradient: TF32 rounding is a storage effect, not part of the model.
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, rounding: str) -> torch.Tensor:
+        return _round_bits(x, rounding)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
+    """Round a float32 tensor to the nearest TF32 values (kept in float32 storage).
+
+    The 13 low mantissa bits are rounded away: ``"rna"`` to nearest with ties away
+    from zero (cuBLAS on Ampere, CUTLASS's pre-Hopper conversion), ``"rne"`` to
+    nearest with ties to even, ``"rz"`` towards zero (truncation). Signed zeros,
+    subnormals (TF32 has float32's exponent range, so subnormals keep their top 10
+    mantissa bits), carries into the next binade and overflow to +-inf beyond the
+    largest TF32 value ``(2 - 2**-10) * 2**127`` behave as IEEE rounding prescribes;
+    NaN and +-inf are returned unchanged. Works on any device and shape; the
+    gradient, if any, passes straight through.
+
+    Args:
+        x: float32 tensor.
+        rounding: ``"rna"``, ``"rne"`` or ``"rz"``.
+
+    Returns:
+        A new float32 tensor of the same shape and device, every value representable
+        in TF32.
+
+    Raises:
+        TypeError: if ``x`` is not a float32 tensor.
+        ValueError: if ``rounding`` is not one of :data:`ROUNDINGS`.
+
+    Example:
+        >>> import torch
+        >>> round_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11]), "rne").tolist()
+        [1.0, 1.001953125]
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"round_tf32 expects a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != torch.float32:
+        raise TypeError(f"round_tf32 expects a float32 tensor, got dtype {x.dtype}")
+    _check_rounding(rounding)
+    if x.requires_grad and torch.is_grad_enabled():
+        return _RoundTF32.apply(x, rounding)
+    return _round_bits(x.detach(), rounding)
+
+
+def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a float32 tensor into a TF32 ``big`` part and a TF32 ``small`` remainder.
+
+    ``big = round_tf32(x, "rne")`` and ``small = round_tf32(x - big, "rne")``;
+    ``x - big`` is exact in float32, so ``big + small`` matches ``x`` to about 22 of
+    its 24 significant bits (relative error at most ``2**-22`` for normal numbers).
+
+    Args:
+        x: float32 tensor.
+
+    Returns:
+        ``(big, small)``, float32 tensors whose values are representable in TF32.
+
+    Raises:
+        TypeError: if ``x`` is not a float32 tensor.
+
+    Example:
+        >>> import torch
+        >>> big, small = split_tf32(torch.tensor([1 + 2**-20]))
+        >>> (big.item(), small.item() == 2**-20)
+        (1.0, True)
+    """
+    big = round_tf32(x, "rne")
+    small = round_tf32(x - big, "rne")
+    return big, small
+
+
+def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Error-compensated "3xTF32" product: three TF32 matmuls give near-float32 accuracy.
+
+    With ``a = a_big + a_small`` and ``b = b_big + b_small`` (:func:`split_tf32`), the
+    result is ``a_big @ b_big + (a_big @ b_small + a_small @ b_big)``; the dropped
+    ``a_small @ b_small`` is about ``2**-22`` times the product. Every operand is
+    already representable in TF32, so each of the three matmuls is exact up to float32
+    accumulation whichever way the matmul runs: real TF32 tensor cores (their input
+    conversion leaves TF32 values unchanged), :func:`emulate_tf32` (rounding is the
+    identity on them) or plain float32. The small terms are summed first so that
+    their sum is not swamped before it meets the big one.
+
+    Args:
+        a: float32 tensor with at least one dimension.
+        b: float32 tensor with at least one dimension, ``torch.matmul``-compatible
+            with ``a``.
+
+    Returns:
+        float32 tensor, ``torch.matmul(a, b)`` computed from TF32 pieces.
+
+    Raises:
+        TypeError: if ``a`` or ``b`` is not a float32 tensor.
+        ValueError: if the inner dimensions do not match or an operand is 0-d.
+
+    Example:
+        >>> import torch
+        >>> a = torch.tensor([[1 + 2**-20]])
+        >>> (matmul_3xtf32(a, a) == a @ a).item()
+        True
+    """
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+            what = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TypeError(f"matmul_3xtf32 expects float32 tensors, {name} is {what}")
+        if t.dim() == 0:
+            raise ValueError(f"matmul_3xtf32 needs at least 1-d operands, {name} is 0-d")
+    inner_b = b.shape[0] if b.dim() == 1 else b.shape[-2]
+    if a.shape[-1] != inner_b:
+        raise ValueError(
+            f"matmul_3xtf32: inner dimensions differ, a is {tuple(a.shape)}, b is {tuple(b.shape)}"
+        )
+    a_big, a_small = split_tf32(a)
+    b_big, b_small = split_tf32(b)
+    corrections = torch.matmul(a_big, b_small) + torch.matmul(a_small, b_big)
+    return torch.matmul(a_big, b_big) + corrections
+
+
+def tf32_matmul_enabled() -> bool:
+    """Whether torch's current settings make cuBLAS run float32 matmuls in TF32.
+
+    Reads ``torch.backends.cuda.matmul.fp32_precision == "tf32"`` where it exists
+    (torch >= 2.9: the value cuBLAS itself consults; it follows
+    ``set_float32_matmul_precision``, the legacy ``allow_tf32`` flag and the generic
+    ``torch.backends.fp32_precision``), else the legacy ``allow_tf32`` flag. Unlike
+    ``torch.get_float32_matmul_precision()`` it never raises when old and new APIs
+    were mixed.
+
+    Returns:
+        True when a TF32-capable NVIDIA GPU would use TF32 for a float32 matmul now.
+
+    Example:
+        >>> import torch
+        >>> torch.backends.cuda.matmul.fp32_precision = "none"  # torch's default
+        >>> tf32_matmul_enabled()
+        False
+    """
+    matmul = torch.backends.cuda.matmul
+    precision = getattr(matmul, "fp32_precision", None)
+    if precision is not None:
+        return precision == "tf32"
+    return bool(matmul.allow_tf32)
+
+
+def has_real_tf32(device: torch.device | str) -> bool:
+    """Whether float32 matmuls on ``device`` can run on TF32 tensor cores.
+
+    True for CUDA devices of compute capability 8.0 or higher (Ampere and later) in a
+    CUDA (not ROCm) build of torch; False for the CPU and everything else.
+
+    Args:
+        device: a torch device or device string.
+
+    Returns:
+        True when real TF32 hardware backs float32 matmuls on ``device``.
+
+    Example:
+        >>> has_real_tf32("cpu")
+        False
+    """
+    device = torch.device(device)
+    if device.type != "cuda" or torch.version.cuda is None:
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability(index) >= (8, 0)
+
+
+_CAPABILITIES: dict[int, tuple[int, int]] = {}
+
+
+def _capability(index: int) -> tuple[int, int]:
+    if index not in _CAPABILITIES:
+        _CAPABILITIES[index] = tuple(torch.cuda.get_device_capability(index))
+    return _CAPABILITIES[index]
+
+
+# --- the emulating mode -------------------------------------------------------------
+
+# Which arguments are *not* multiplied (the additive term and outputs) per op.
+_ADDITIVE = {"input": 0}
+_BIAS = {"bias": 2}
+
+
+def _matmul_family() -> dict[Callable[..., Any], dict[str, int]]:
+    t = torch.Tensor
+    family: dict[Callable[..., Any], dict[str, int]] = {}
+    plain = [
+        torch.matmul,
+        t.matmul,
+        t.__matmul__,
+        t.__rmatmul__,
+        torch.linalg.matmul,
+        torch.mm,
+        t.mm,
+        torch.bmm,
+        t.bmm,
+        torch.tensordot,
+        torch.linalg.multi_dot,
+        torch.chain_matmul,
+        torch.einsum,
+    ]
+    additive = [
+        torch.addmm,
+        t.addmm,
+        t.addmm_,
+        torch.baddbmm,
+        t.baddbmm,
+        t.baddbmm_,
+        torch.addbmm,
+        t.addbmm,
+        t.addbmm_,
+    ]
+    for f in plain:
+        family[f] = {}
+    for f in additive:
+        family[f] = _ADDITIVE
+    family[torch.nn.functional.linear] = _BIAS
+    return family
+
+
+_FAMILY = _matmul_family()
+_VECTOR_FORMS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.linalg.matmul}
+
+# Set while an emulating mode runs the real op, so that outer emulating modes (nested
+# contexts) leave the decision to the innermost one.
+_DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
+
+
+def _is_gemm(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    # Matrix-vector and vector-vector forms of matmul go to gemv/dot (CUDA cores, no
+    # TF32) on a GPU; 1-d @ 2-d is an mm. Einsum without a summed index is a product.
+    if func is torch.Tensor.__rmatmul__:
+        args = (args[1], args[0], *args[2:])
+    if func in _VECTOR_FORMS:
+        ops = [*args[:2], *(kwargs[k] for k in ("input", "other") if k in kwargs)]
+        if len(ops) == 2 and all(isinstance(o, torch.Tensor) for o in ops):
+            da, db = ops[0].dim(), ops[1].dim()
+            return db >= 2 and (da >= 2 or (da == 1 and db == 2))
+        return True
+    if func is torch.einsum and args and isinstance(args[0], str):
+        return _einsum_sums(args[0])
+    return True
+
+
+def _einsum_sums(equation: str) -> bool:
+    eq = equation.replace(" ", "").replace("...", "")
+    lhs, _, rhs = eq.partition("->")
+    letters = re.findall(r"[A-Za-z]", lhs)
+    if "->" not in eq:
+        return any(letters.count(c) > 1 for c in set(letters))
+    return bool(set(letters) - set(rhs))
+
+
+def _first_tensor(obj: Any) -> torch.Tensor | None:
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, list | tuple):
+        for item in obj:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+class _TF32EmulationMode(TorchFunctionMode):
+    def __init__(self, rounding: str, force: bool) -> None:
+        super().__init__()
+        self.rounding = rounding
+        self.force = force
+
+    def _round(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return round_tf32(obj, self.rounding) if obj.dtype == torch.float32 else obj
+        if isinstance(obj, list | tuple):
+            return type(obj)(self._round(o) for o in obj)
+        return obj
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        skip = _FAMILY.get(func)
+        if skip is None or _DECIDED.get():
+            return func(*args, **kwargs)
+        token = _DECIDED.set(True)
+        try:
+            if self._wants(func, args, kwargs):
+                args = tuple(
+                    a if i in skip.values() else self._round(a) for i, a in enumerate(args)
+                )
+                kwargs = {
+                    k: v if (k in skip or k == "out") else self._round(v) for k, v in kwargs.items()
+                }
+                with _ieee_cpu_matmul(args, kwargs):
+                    return func(*args, **kwargs)
+            return func(*args, **kwargs)
+        finally:
+            _DECIDED.reset(token)
+
+    def _wants(self, func: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+        if not tf32_matmul_enabled():
+            return False
+        first = _first_tensor((args, list(kw.values())))
+        if first is None or not _has_float32(args, kw):
+            return False
+        if not self.force and has_real_tf32(first.device):
+            return False
+        return _is_gemm(func, args, kw)
+
+
+def _has_float32(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def walk(obj: Any) -> bool:
+        if isinstance(obj, torch.Tensor):
+            return obj.dtype == torch.float32
+        if isinstance(obj, list | tuple):
+            return any(walk(o) for o in obj)
+        return False
+
+    return walk(args) or walk([v for k, v in kwargs.items() if k != "out"])
+
+
+@contextlib.contextmanager
+def _ieee_cpu_matmul(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+    # At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
+    # float32 product in bf16; the emulation promises float32 accumulation, so pin it.
+    first = _first_tensor((args, list(kwargs.values())))
+    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
+    old = getattr(mkldnn, "fp32_precision", None)
+    if first is None or first.device.type != "cpu" or old in (None, "ieee", "none"):
+        yield
+        return
+    mkldnn.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        mkldnn.fp32_precision = old
+
+
+@contextlib.contextmanager
+def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
+    """Make float32 matmuls behave as on a TF32 GPU, on hardware that has no TF32.
+
+    Inside the context every float32 matmul-family op -- ``@``, ``matmul``, ``mm``,
+    ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``, ``tensordot``,
+    ``linalg.matmul``, ``linalg.multi_dot``, ``nn.functional.linear`` and their
+    Tensor-method forms -- rounds its multiplied float32 operands with
+    :func:`round_tf32` (the additive term of ``addmm``-style ops and ``linear``'s bias
+    are not multiplied and stay float32, as in cuBLAS) and accumulates in float32, but
+    only when :func:`tf32_matmul_enabled` says a TF32-capable GPU would use TF32.
+    The settings are read at every call, so code that switches precision inside the
+    context is emulated faithfully. Devices with real TF32 (CUDA, compute capability
+    >= 8.0) are left to the hardware unless ``force=True``. Other dtypes are never
+    touched, and matrix-vector or vector-vector products (``mv``/``dot`` on a GPU,
+    which run without tensor cores) are not rounded. Nested contexts: the innermost
+    one decides. Autograd's backward matmuls run in C++ and are not emulated.
+
+    Args:
+        rounding: how operands are rounded to TF32 (``"rna"`` matches Ampere cuBLAS).
+        force: emulate on devices with real TF32 too.
+
+    Yields:
+        None.
+
+    Raises:
+        ValueError: if ``rounding`` is not one of :data:`ROUNDINGS`.
+        TypeError: if ``force`` is not a bool.
+
+    Example:
+        >>> import torch
+        >>> a = torch.tensor([[1 + 2**-11]])
+        >>> torch.backends.cuda.matmul.fp32_precision = "tf32"  # as 'high' does
+        >>> with emulate_tf32():
+        ...     (a @ a).item()  # (1 + 2**-10)**2: the operand was rounded
+        1.0019540786743164
+        >>> torch.backends.cuda.matmul.fp32_precision = "none"
+    """
+    _check_rounding(rounding)
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be a bool, got {type(force).__name__}")
+    with _TF32EmulationMode(rounding, force):
+        yield

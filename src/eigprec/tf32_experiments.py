@@ -1,0 +1,280 @@
+"""The diag(QᵀLQ) experiment of the TF32 chapter, as functions returning data.
+
+A symmetric positive-definite L is built from a known eigenbasis Q and spectrum λ, and
+λ is recovered as ``diag(QᵀLQ)`` in several precisions. The chapter, the tests and
+``python -m eigprec.bench tf32`` all call these functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from eigprec.tf32 import emulate_tf32, has_real_tf32, matmul_3xtf32
+
+__all__ = [
+    "TABLE_INDICES",
+    "DiagQtLQResult",
+    "build_qtlq_problem",
+    "diag_qtlq",
+    "diag_qtlq_experiment",
+    "qtlq_spectrum",
+    "remedies_experiment",
+]
+
+#: Indices of the chapter's table (head, near-degenerate block, tail).
+TABLE_INDICES = (0, 1, 4, 20, 50, 80, 100, 115, 120, 124, 125, 126, 127)
+
+#: Methods :func:`diag_qtlq` knows.
+METHODS = ("fp32", "tf32", "3xtf32", "fp64")
+
+
+def qtlq_spectrum(
+    n: int = 128,
+    top: float = 2.5e6,
+    head: tuple[float, ...] = (1.0, 0.98, 0.96, 0.94, 0.92),
+    tail_start: float = 0.9,
+    smallest: float = 0.1,
+) -> torch.Tensor:
+    """The experiment's eigenvalues: a near-degenerate head, then a log-spaced tail.
+
+    Args:
+        n: matrix size (more than ``len(head)``).
+        top: the largest eigenvalue.
+        head: the head as fractions of ``top``, descending.
+        tail_start: the tail's first value as a fraction of ``top``.
+        smallest: the tail's last (smallest) value, positive.
+
+    Returns:
+        float64 tensor of ``n`` descending eigenvalues.
+
+    Raises:
+        ValueError: if ``n`` is too small or a value is not positive.
+
+    Example:
+        >>> lam = qtlq_spectrum()
+        >>> (len(lam), lam[0].item(), round(lam[-1].item(), 12))
+        (128, 2500000.0, 0.1)
+    """
+    if n <= len(head):
+        raise ValueError(f"n must exceed the head length {len(head)}, got {n}")
+    if top <= 0 or smallest <= 0 or tail_start <= 0 or min(head) <= 0:
+        raise ValueError("top, head, tail_start and smallest must be positive")
+    head_values = top * torch.tensor(head, dtype=torch.float64)
+    tail = torch.logspace(
+        math.log10(tail_start * top), math.log10(smallest), n - len(head), dtype=torch.float64
+    )
+    return torch.cat([head_values, tail])
+
+
+def build_qtlq_problem(
+    n: int = 128, seed: int = 0, device: str | torch.device = "cpu", **spectrum: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Build ``L = Q diag(λ) Qᵀ`` in float64 and return it with Q in float32.
+
+    Q is the QR factor of ``torch.randn(n, n, generator=torch.Generator().manual_seed(seed),
+    dtype=torch.float64)``; L is symmetrised before the cast.
+
+    Args:
+        n: matrix size.
+        seed: seed of the generator that draws Q.
+        device: where the float32 tensors are placed.
+        **spectrum: passed to :func:`qtlq_spectrum`.
+
+    Returns:
+        ``(L, Q, lam)``: float32 L and Q on ``device``, float64 λ on the CPU.
+
+    Example:
+        >>> L, Q, lam = build_qtlq_problem(n=16, smallest=1.0)
+        >>> (L.dtype, Q.shape, lam.dtype)
+        (torch.float32, torch.Size([16, 16]), torch.float64)
+    """
+    lam = qtlq_spectrum(n=n, **spectrum)
+    gen = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))
+    big_l = (q * lam) @ q.T
+    big_l = (big_l + big_l.T) / 2
+    return big_l.float().to(device), q.float().to(device), lam
+
+
+@contextlib.contextmanager
+def _float32_matmul_precision(mode: str) -> Iterator[None]:
+    # Set through the legacy call (it keeps old and new APIs consistent) and put back
+    # every new-API value afterwards, so the caller's state is untouched.
+    matmul = torch.backends.cuda.matmul
+    saved_new = getattr(matmul, "fp32_precision", None)
+    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
+    saved_mkldnn = getattr(mkldnn, "fp32_precision", None)
+    try:
+        saved_legacy: str | None = torch.get_float32_matmul_precision()
+    except RuntimeError:  # old and new APIs were mixed before us
+        saved_legacy = None
+    torch.set_float32_matmul_precision(mode)
+    try:
+        yield
+    finally:
+        if saved_legacy is not None:
+            torch.set_float32_matmul_precision(saved_legacy)
+        if saved_new is not None:
+            matmul.fp32_precision = saved_new
+        if saved_mkldnn is not None:
+            mkldnn.fp32_precision = saved_mkldnn
+
+
+def diag_qtlq(
+    big_l: torch.Tensor, q: torch.Tensor, method: str = "fp32", rounding: str = "rna"
+) -> torch.Tensor:
+    """``diag(QᵀLQ)`` computed as ``((Qᵀ @ L) * Qᵀ).sum(-1)`` with one matmul precision.
+
+    Args:
+        big_l: float32 symmetric matrix L.
+        q: float32 matrix Q of the same shape.
+        method: ``"fp32"`` (precision 'highest'), ``"tf32"`` (precision 'high': real
+            TF32 on a GPU that has it, emulated with ``rounding`` elsewhere),
+            ``"3xtf32"`` (:func:`~eigprec.tf32.matmul_3xtf32` at 'high') or ``"fp64"``
+            (float64 arithmetic on the float32 data).
+        rounding: the emulator's rounding where TF32 is emulated.
+
+    Returns:
+        float64 tensor of the ``n`` diagonal entries, on the CPU.
+
+    Raises:
+        ValueError: for an unknown method or mismatched shapes.
+        TypeError: if L or Q is not float32.
+
+    Example:
+        >>> L, Q, lam = build_qtlq_problem(n=16, smallest=1.0)
+        >>> bool((diag_qtlq(L, Q, "fp64") - lam).abs().max() < 1)
+        True
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if big_l.dtype != torch.float32 or q.dtype != torch.float32:
+        raise TypeError(f"L and Q must be float32, got {big_l.dtype} and {q.dtype}")
+    if big_l.dim() != 2 or big_l.shape != q.shape or big_l.shape[0] != big_l.shape[1]:
+        raise ValueError(
+            f"L and Q must be square and of one shape, got {tuple(big_l.shape)}, {tuple(q.shape)}"
+        )
+    if method == "fp64":
+        qt = q.double().T
+        return ((qt @ big_l.double()) * qt).sum(-1).cpu()
+    if method == "fp32":
+        with _float32_matmul_precision("highest"):
+            product = q.T @ big_l
+    else:
+        with _float32_matmul_precision("high"), emulate_tf32(rounding):
+            product = q.T @ big_l if method == "tf32" else matmul_3xtf32(q.T, big_l)
+    return (product * q.T).sum(-1).double().cpu()
+
+
+@dataclass(frozen=True)
+class DiagQtLQResult:
+    """What :func:`diag_qtlq_experiment` returns.
+
+    Attributes:
+        eigenvalues: the true λ (float64, descending).
+        estimates: method name -> float64 ``diag(QᵀLQ)``.
+        tf32_real: True when the TF32 column ran on real TF32 hardware.
+        rounding: the emulator's rounding where TF32 was emulated.
+        device: where the matmuls ran.
+    """
+
+    eigenvalues: torch.Tensor
+    estimates: dict[str, torch.Tensor]
+    tf32_real: bool
+    rounding: str
+    device: str
+
+    def errors(self, method: str) -> torch.Tensor:
+        """Absolute errors ``|estimate - λ|`` of one method (float64)."""
+        return (self.estimates[method] - self.eigenvalues).abs()
+
+    def table(self, indices: tuple[int, ...] = TABLE_INDICES) -> list[dict[str, float]]:
+        """Rows ``{"index", "true", <method>...}`` at ``indices`` for a printed table."""
+        rows = []
+        for i in indices:
+            row = {"index": float(i), "true": self.eigenvalues[i].item()}
+            row.update({m: v[i].item() for m, v in self.estimates.items()})
+            rows.append(row)
+        return rows
+
+
+def diag_qtlq_experiment(
+    n: int = 128,
+    seed: int = 0,
+    rounding: str = "rna",
+    device: str | torch.device = "cpu",
+    methods: tuple[str, ...] = METHODS,
+) -> DiagQtLQResult:
+    """Recover the spectrum of the chapter's L through ``diag(QᵀLQ)`` in each precision.
+
+    Args:
+        n: matrix size (the chapter uses 128).
+        seed: seed of the generator that draws Q.
+        rounding: the emulator's rounding where TF32 is emulated.
+        device: where the matmuls run.
+        methods: which of ``"fp32"``, ``"tf32"``, ``"3xtf32"``, ``"fp64"`` to compute.
+
+    Returns:
+        A :class:`DiagQtLQResult`.
+
+    Example:
+        >>> res = diag_qtlq_experiment(n=32, methods=("fp32", "tf32"))
+        >>> bool(res.errors("tf32").max() > res.errors("fp32").max())
+        True
+    """
+    big_l, q, lam = build_qtlq_problem(n=n, seed=seed, device=device)
+    estimates = {m: diag_qtlq(big_l, q, m, rounding) for m in methods}
+    return DiagQtLQResult(
+        eigenvalues=lam,
+        estimates=estimates,
+        tf32_real=has_real_tf32(big_l.device),
+        rounding=rounding,
+        device=str(big_l.device),
+    )
+
+
+def remedies_experiment(
+    n: int = 128, seed: int = 0, rounding: str = "rna", device: str | torch.device = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Absolute errors of ``diag(QᵀLQ)`` under each remedy for TF32's loss.
+
+    Remedies: ``"tf32"`` (none, for reference), ``"fp32"`` (precision 'highest'),
+    ``"fp64"`` (float64 arithmetic on the float32 data), ``"3xtf32"``,
+    ``"tf32 rescaled"`` (L scaled by ``2**-21`` before the TF32 product and back after:
+    a power-of-two scale commutes with rounding, so nothing changes) and
+    ``"tf32 deflated"`` (the five head eigenpairs, known here, are subtracted from L
+    in float64 and their contribution added back in float64: the TF32 error then
+    follows the largest *remaining* eigenvalue).
+
+    Args:
+        n: matrix size.
+        seed: seed of the generator that draws Q.
+        rounding: the emulator's rounding where TF32 is emulated.
+        device: where the matmuls run.
+
+    Returns:
+        Remedy name -> float64 absolute errors against the true λ.
+
+    Example:
+        >>> errs = remedies_experiment(n=32)
+        >>> bool(errs["3xtf32"].max() < errs["tf32"].max())
+        True
+    """
+    big_l, q, lam = build_qtlq_problem(n=n, seed=seed, device=device)
+    errors = {m: (diag_qtlq(big_l, q, m, rounding) - lam).abs() for m in METHODS}
+    scale = 2.0**-21
+    rescaled = diag_qtlq(big_l * scale, q, "tf32", rounding) / scale
+    errors["tf32 rescaled"] = (rescaled - lam).abs()
+    k = 5
+    q64 = q.double().cpu()
+    head = (q64[:, :k] * lam[:k]) @ q64[:, :k].T
+    rest = (big_l.double().cpu() - head).float().to(big_l.device)
+    head_diag = ((q64.T @ head) * q64.T).sum(-1)
+    deflated = diag_qtlq(rest, q, "tf32", rounding) + head_diag
+    errors["tf32 deflated"] = (deflated - lam).abs()
+    return errors

@@ -14,8 +14,11 @@ import yaml
 
 if sys.version_info < (3, 12) and not hasattr(typing, "override"):
 
-    def _override(method):  # the 3.12 decorator only sets __override__ for type checkers
-        method.__override__ = True
+    def _override(method):  # as in 3.12: mark for type checkers where possible, else no-op
+        try:
+            method.__override__ = True
+        except (AttributeError, TypeError):
+            pass
         return method
 
     typing.override = _override

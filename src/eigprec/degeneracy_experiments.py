@@ -25,6 +25,7 @@ import torch
 
 from eigprec.soap import SOAP
 from eigprec.subspace import davis_kahan_bound, subspace_angle, top1_angle
+from eigprec.tf32 import emulate_tf32, has_real_tf32
 
 __all__ = [
     "RotationResult",
@@ -159,11 +160,7 @@ def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dt
     """
     if fp32_matmul_prec == "highest" or dtype != torch.float32:
         return "none"
-    dev = torch.device(device)
-    if dev.type == "cuda" and torch.cuda.is_available():
-        if torch.cuda.get_device_capability(dev)[0] >= 8 and torch.version.hip is None:
-            return "hardware"
-    return "emulated"
+    return "hardware" if has_real_tf32(device) else "emulated"
 
 
 @dataclass
@@ -384,8 +381,6 @@ def spike_experiment(
     qr_mode = tf32_mode(device, qr_prec, dtype)
     emulate = "emulated" in (mode, qr_mode)
     if emulate:
-        from eigprec.tf32 import emulate_tf32
-
         context: contextlib.AbstractContextManager[Any] = emulate_tf32()
     else:
         context = contextlib.nullcontext()

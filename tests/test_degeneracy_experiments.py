@@ -96,6 +96,10 @@ def test_pre_spike_factor_is_the_decayed_first_update():
     run = spike_experiment("REKLS", "highest", dtype=torch.float64, steps=50)
     ratio = run.eig_L[49, :8] / run.eig_L[0, :8]
     assert torch.allclose(ratio, torch.full_like(ratio, ema_first_weight(0.95, 50)), rtol=1e-3)
+    # Pure decay by the bias-corrected beta: ‖ΔL‖/‖L‖ = (1 − β_t)/β_t (float64 state, so the
+    # recorded factors must be copies, not views of the optimizer's in-place state).
+    beta = 1 - 0.05 / (1 - 0.95**50)
+    assert run.rel_change_L[49].item() == pytest.approx((1 - beta) / beta, rel=1e-2)
 
 
 def test_bad_arguments():

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import torch
 
 from eigprec.soap import SOAP
-from eigprec.subspace import davis_kahan_bound, subspace_angle, top1_angle
+from eigprec.subspace import cluster_angles, davis_kahan_bound, subspace_angle, top1_angle
 from eigprec.tf32 import emulate_tf32, has_real_tf32
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
     "SpikeRun",
     "eigvec_rotation_experiment",
     "ema_first_weight",
+    "library_soap_defaults",
+    "repeated_eigenvalue_demo",
     "spike_angle_table",
     "spike_experiment",
     "tf32_mode",
@@ -136,6 +138,49 @@ def eigvec_rotation_experiment(
     bound1 = torch.tensor([davis_kahan_bound(x * gap, gap) for x in r.tolist()])
     bound2 = torch.tensor([davis_kahan_bound(x * gap, cluster_gap) for x in r.tolist()])
     return RotationResult(r, top1, cluster, bound1, bound2, gap, cluster_gap)
+
+
+def repeated_eigenvalue_demo(
+    n: int = 6, perturbation: float = 1e-10, rel_gap: float = 1e-3, seed: int = 0
+) -> dict[str, Any]:
+    """Two eigenbases of (almost) the same matrix with a repeated top eigenvalue.
+
+    A = V diag(2, 2, 1, …, 1/(n−2)) Vᵀ in float64 and A + E with a random symmetric E of
+    spectral norm ``perturbation``. ``eigh`` returns some basis of the repeated eigenspace;
+    the tiny E decides which, so the top eigenvectors differ by an arbitrary angle while the
+    eigenspace itself (and every well-separated eigenvector) agrees to rounding.
+
+    Args:
+        n: Matrix size, ≥ 3.
+        perturbation: ‖E‖₂, > 0.
+        rel_gap: Relative gap for :func:`eigprec.cluster_angles`.
+        seed: Seed of the ``torch.Generator``.
+
+    Returns:
+        ``{"eigenvalues", "top1_angle", "clusters"}``: A's eigenvalues (descending), the
+        angle between the two top eigenvectors (degrees) and the per-cluster comparison.
+
+    Example:
+        >>> d = repeated_eigenvalue_demo()
+        >>> max(c.angle for c in d["clusters"]) < 1e-3
+        True
+    """
+    if n < 3 or not perturbation > 0:
+        raise ValueError(f"need n ≥ 3 and perturbation > 0, got {n}, {perturbation}")
+    gen = torch.Generator().manual_seed(seed)
+    V = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64)).Q
+    lam = torch.tensor([2.0, 2.0] + [1.0 / k for k in range(1, n - 1)], dtype=torch.float64)
+    A = (V * lam) @ V.T
+    E = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    E = E + E.T
+    E *= perturbation / torch.linalg.matrix_norm(E, ord=2)
+    W1 = torch.linalg.eigh(A).eigenvectors.flip(-1)
+    W2 = torch.linalg.eigh(A + E).eigenvectors.flip(-1)
+    return {
+        "eigenvalues": lam,
+        "top1_angle": top1_angle(W1[:, 0], W2[:, 0]),
+        "clusters": cluster_angles(W1, W2, lam, rel_gap=rel_gap),
+    }
 
 
 # -- 2. the spike experiment --------------------------------------------------------------
@@ -417,8 +462,10 @@ def spike_experiment(
                 torch.cuda.synchronize(param.device)
             seconds += time.perf_counter() - start
             state = optimizer.state[param]
-            L = state["L"].detach().to("cpu", torch.float64)
-            R = state["R"].detach().to("cpu", torch.float64)
+            # copy=True: for float64 CPU state .to() would alias the tensor the optimizer
+            # keeps updating in place, and the per-step change would read as zero.
+            L = state["L"].detach().to("cpu", torch.float64, copy=True)
+            R = state["R"].detach().to("cpu", torch.float64, copy=True)
             rec["Q_L"].append(state["Q_L"].detach().to("cpu").clone())
             rec["eig_L"].append(torch.linalg.eigvalsh(L).flip(0))
             rec["eig_R"].append(torch.linalg.eigvalsh(R).flip(0))
@@ -465,6 +512,53 @@ def spike_experiment(
         rel_change_R=torch.tensor(rec["rel_change_R"], dtype=torch.float64),
         seconds=seconds,
     )
+
+
+def library_soap_defaults() -> dict[str, Any] | None:
+    """Keyword defaults of the installed ``emerging_optimizers.soap.SOAP``, without importing it.
+
+    The library declares Python ≥ 3.12 and fails to import on 3.11, but its defaults (e.g.
+    ``fp32_matmul_prec``) are worth stating wherever it is installed, so they are read from
+    the source file with :mod:`ast`.
+
+    Returns:
+        ``{"version": ..., "<argument>": default, ...}`` for the literal defaults of
+        ``SOAP.__init__``, or ``None`` when the distribution is not installed.
+
+    Example:
+        >>> d = library_soap_defaults()
+        >>> d is None or d["fp32_matmul_prec"] in ("high", "highest")
+        True
+    """
+    import ast
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("emerging-optimizers")
+    except metadata.PackageNotFoundError:
+        return None
+    source = dist.locate_file("emerging_optimizers/soap/soap.py")
+    tree = ast.parse(open(source, encoding="utf-8").read())
+    out: dict[str, Any] = {"version": dist.version}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "SOAP":
+            init = next(
+                f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+            )
+            args = init.args
+            positional = args.args[len(args.args) - len(args.defaults) :]
+            pairs = list(zip(positional, args.defaults, strict=True))
+            pairs += [
+                (a, d)
+                for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                if d is not None
+            ]
+            for arg, default in pairs:
+                try:
+                    out[arg.arg] = ast.literal_eval(default)
+                except ValueError:
+                    continue
+    return out
 
 
 def spike_angle_table(

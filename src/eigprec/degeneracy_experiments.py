@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import torch
 
+from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap import SOAP
 from eigprec.subspace import cluster_angles, davis_kahan_bound, subspace_angle, top1_angle
 from eigprec.tf32 import emulate_tf32, has_real_tf32
@@ -425,10 +426,12 @@ def spike_experiment(
     mode = tf32_mode(device, fp32_matmul_prec, dtype)
     qr_mode = tf32_mode(device, qr_prec, dtype)
     emulate = "emulated" in (mode, qr_mode)
+    context = contextlib.ExitStack()
+    # The library restores precision through the legacy setter, which leaves torch ≥ 2.9's
+    # fp32_precision attributes changed ("none" becomes "ieee"); this restores them exactly.
+    context.enter_context(matmul_precision(current_matmul_precision()))
     if emulate:
-        context: contextlib.AbstractContextManager[Any] = emulate_tf32()
-    else:
-        context = contextlib.nullcontext()
+        context.enter_context(emulate_tf32())
 
     gen = torch.Generator().manual_seed(seed)
     nan_m = torch.full((m,), math.nan, dtype=torch.float64)

@@ -46,7 +46,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Content and modification time of every input: `touch` counts as a change too,
 # as it does for make itself.
-CACHE_KEY = $$(find $(CACHE_INPUTS) -type f ! -path '*/__pycache__/*' \
+CACHE_KEY = $$(find $(wildcard $(CACHE_INPUTS)) -type f ! -path '*/__pycache__/*' \
 	! -path '*.egg-info/*' ! -name '*.pyc' -printf '%p %T@ ' -exec sha256sum {} + \
 	2>/dev/null | sort | sha256sum | cut -c1-16)
 

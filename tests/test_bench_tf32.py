@@ -23,6 +23,7 @@ def fake_record() -> dict:
     """A record with the real structure: probe and diag run on the CPU (emulated)."""
     with emulate_tf32("rna"):
         rounding = bench.rounding_probe("cpu")
+        rounding_medium = bench.rounding_probe("cpu", mode="medium")
     return {
         "schema": bench.SCHEMA,
         "provenance": {
@@ -34,6 +35,7 @@ def fake_record() -> dict:
             "date": "2026-01-01T00:00:00+00:00",
         },
         "rounding": rounding,
+        "rounding_medium": rounding_medium,
         "diag_qtlq": bench.diag_record("cpu"),
         "throughput": [
             {"size": 1024, "fp32_tflops": 1.0, "tf32_tflops": 2.0, "3xtf32_tflops": 0.7}
@@ -110,6 +112,7 @@ def test_record_round_trip(tmp_path):
     ("mutate", "message"),
     [
         (lambda r: r.pop("throughput"), "missing 'throughput'"),
+        (lambda r: r["rounding_medium"].pop("matches"), "rounding_medium.matches"),
         (lambda r: r.__setitem__("schema", "other/0"), "schema"),
         (lambda r: r["provenance"].pop("gpu"), "provenance.gpu"),
         (lambda r: r["diag_qtlq"]["tf32"].pop(), "diag_qtlq.tf32"),

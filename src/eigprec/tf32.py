@@ -14,9 +14,10 @@ Which knob turns TF32 on? On torch >= 2.9 cuBLAS reads one value only,
 ``torch.backends.fp32_precision = "tf32"`` all feed. On older torch the legacy flag is
 the only one. :func:`tf32_matmul_enabled` reads it the same way.
 
-'medium' is emulated as TF32: on CUDA it sets the cuBLAS matmul precision to ``"tf32"``
-(bf16 is only a permission that cuBLAS does not use for float32 matmuls); on the CPU
-oneDNN may use bf16 for it, which this module does not model.
+'medium' is emulated as TF32: torch records it as cuBLAS matmul precision ``"tf32"``,
+the value cuBLAS reads (``python -m eigprec.bench tf32`` checks this on a real GPU).
+On the CPU 'medium' lets oneDNN use bf16; the emulation pins float32 accumulation
+there instead, so it models the GPU, not that CPU path.
 """
 
 from __future__ import annotations
@@ -66,16 +67,22 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
     # bit is never reached because finite magnitudes stay below 0x7F800000 + 0x1000.
     bits = x.view(torch.int32)
     if rounding == "rna":
-        bits = bits + _HALF_ULP
+        out = bits + _HALF_ULP
     elif rounding == "rne":
         # Add just under half an ulp, plus one when the kept part is odd: ties go even.
-        bits = bits + ((_HALF_ULP - 1) + torch.bitwise_and(bits >> _DROPPED_BITS, 1))
+        out = bits >> _DROPPED_BITS
+        out.bitwise_and_(1).add_(_HALF_ULP - 1).add_(bits)
     else:  # "rz": truncation needs no addition
-        bits = bits.clone()
-    bits.bitwise_and_(_KEEP_MASK)
-    out = bits.view(torch.float32)
-    # NaN payloads may sit in the dropped bits (truncation would turn them into inf).
-    return torch.where(torch.isnan(x), x, out)
+        out = bits.clone()
+    out.bitwise_and_(_KEEP_MASK)
+    result = out.view(torch.float32)
+    # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
+    # even -0.0). On the CPU a NaN makes the sum NaN, so one read-only reduction screens
+    # for them and the select runs only when needed (also on inf + -inf, harmlessly).
+    # On a GPU that screen would be a host synchronisation, so the select always runs.
+    if x.device.type != "cpu" or (x.numel() and bool(torch.isnan(x.sum()))):
+        result = torch.where(torch.isnan(x), x, result)
+    return result
 
 
 class _RoundTF32(torch.autograd.Function):

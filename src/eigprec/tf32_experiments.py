@@ -7,23 +7,34 @@ A symmetric positive-definite L is built from a known eigenbasis Q and spectrum 
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
-from eigprec.tf32 import emulate_tf32, has_real_tf32, matmul_3xtf32
+from eigprec.precision import matmul_precision
+from eigprec.tf32 import (
+    emulate_tf32,
+    has_real_tf32,
+    matmul_3xtf32,
+    round_tf32,
+    tf32_matmul_enabled,
+)
 
 __all__ = [
+    "FORMATS",
     "TABLE_INDICES",
     "DiagQtLQResult",
     "build_qtlq_problem",
     "diag_qtlq",
     "diag_qtlq_experiment",
+    "format_table",
+    "medium_precision_check",
+    "precision_knobs",
+    "predicted_error_level",
     "qtlq_spectrum",
     "remedies_experiment",
+    "rounding_examples",
 ]
 
 #: Indices of the chapter's table (head, near-degenerate block, tail).
@@ -101,30 +112,6 @@ def build_qtlq_problem(
     return big_l.float().to(device), q.float().to(device), lam
 
 
-@contextlib.contextmanager
-def _float32_matmul_precision(mode: str) -> Iterator[None]:
-    # Set through the legacy call (it keeps old and new APIs consistent) and put back
-    # every new-API value afterwards, so the caller's state is untouched.
-    matmul = torch.backends.cuda.matmul
-    saved_new = getattr(matmul, "fp32_precision", None)
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    saved_mkldnn = getattr(mkldnn, "fp32_precision", None)
-    try:
-        saved_legacy: str | None = torch.get_float32_matmul_precision()
-    except RuntimeError:  # old and new APIs were mixed before us
-        saved_legacy = None
-    torch.set_float32_matmul_precision(mode)
-    try:
-        yield
-    finally:
-        if saved_legacy is not None:
-            torch.set_float32_matmul_precision(saved_legacy)
-        if saved_new is not None:
-            matmul.fp32_precision = saved_new
-        if saved_mkldnn is not None:
-            mkldnn.fp32_precision = saved_mkldnn
-
-
 def diag_qtlq(
     big_l: torch.Tensor, q: torch.Tensor, method: str = "fp32", rounding: str = "rna"
 ) -> torch.Tensor:
@@ -163,10 +150,10 @@ def diag_qtlq(
         qt = q.double().T
         return ((qt @ big_l.double()) * qt).sum(-1).cpu()
     if method == "fp32":
-        with _float32_matmul_precision("highest"):
+        with matmul_precision("highest"):
             product = q.T @ big_l
     else:
-        with _float32_matmul_precision("high"), emulate_tf32(rounding):
+        with matmul_precision("high"), emulate_tf32(rounding):
             product = q.T @ big_l if method == "tf32" else matmul_3xtf32(q.T, big_l)
     return (product * q.T).sum(-1).double().cpu()
 
@@ -278,3 +265,204 @@ def remedies_experiment(
     deflated = diag_qtlq(rest, q, "tf32", rounding) + head_diag
     errors["tf32 deflated"] = (deflated - lam).abs()
     return errors
+
+
+# --- the chapter's smaller tables -----------------------------------------------------
+
+#: (name, exponent bits, explicit mantissa bits, torch dtype or None) of the formats shown.
+FORMATS = (
+    ("fp32", 8, 23, torch.float32),
+    ("TF32", 8, 10, None),
+    ("bf16", 8, 7, torch.bfloat16),
+    ("fp16", 5, 10, torch.float16),
+)
+
+
+def format_table() -> list[dict[str, float | int | str]]:
+    """Unit roundoff, spacing at 1, range of fp32, TF32, bf16 and fp16.
+
+    The values of fp32, bf16 and fp16 come from ``torch.finfo`` of the installed torch;
+    TF32's (it has no torch dtype) from :func:`~eigprec.tf32.round_tf32`, and each is
+    checked against the formula ``2**-mantissa_bits`` for the spacing at 1.
+
+    Returns:
+        One dict per format: ``format``, ``exponent_bits``, ``mantissa_bits``,
+        ``unit_roundoff`` (half the spacing at 1), ``spacing_at_1``, ``max``,
+        ``min_normal``.
+
+    Raises:
+        RuntimeError: if torch's numbers disagree with the formula (never expected).
+
+    Example:
+        >>> [row["spacing_at_1"] for row in format_table()][:2]
+        [1.1920928955078125e-07, 0.0009765625]
+    """
+    rows: list[dict[str, float | int | str]] = []
+    for name, exp_bits, man_bits, dtype in FORMATS:
+        if dtype is not None:
+            info = torch.finfo(dtype)
+            eps, big, tiny = float(info.eps), float(info.max), float(info.tiny)
+        else:
+            one = torch.tensor([1.0, 1.0 + 2.0**-man_bits])
+            eps = float(torch.diff(round_tf32(one, "rz")).item())
+            big = round_tf32(torch.tensor([torch.finfo(torch.float32).max]), "rz").item()
+            tiny = float(torch.finfo(torch.float32).tiny)
+        if eps != 2.0**-man_bits:
+            raise RuntimeError(f"{name}: spacing at 1 is {eps}, expected 2**-{man_bits}")
+        rows.append(
+            {
+                "format": name,
+                "exponent_bits": exp_bits,
+                "mantissa_bits": man_bits,
+                "unit_roundoff": eps / 2,
+                "spacing_at_1": eps,
+                "max": big,
+                "min_normal": tiny,
+            }
+        )
+    return rows
+
+
+def rounding_examples() -> list[dict[str, float | str]]:
+    """Hand-picked float32 values and their TF32 images under each rounding.
+
+    Ties (exactly half-way between two TF32 neighbours), values next to ties, a tie
+    that carries into the next binade, overflow, a subnormal, a negative zero and NaN.
+
+    Returns:
+        One dict per value: ``what``, ``x`` and one entry per rounding (``rna``,
+        ``rne``, ``rz``), as Python floats.
+
+    Example:
+        >>> row = rounding_examples()[0]
+        >>> (row["rna"], row["rne"], row["rz"])
+        (1.0009765625, 1.0, 1.0)
+    """
+    cases = [
+        ("tie, even below", 1 + 2**-11),
+        ("tie, odd below", 1 + 3 * 2**-11),
+        ("negative tie", -(1 + 2**-11)),
+        ("just above a tie", 1 + 2**-11 + 2**-20),
+        ("just below a tie", 1 + 2**-11 - 2**-23),
+        ("tie of issue 53635", 1024.5),
+        ("tie carrying to 2", 2 - 2**-12),
+        ("largest float32", float(torch.finfo(torch.float32).max)),
+        ("subnormal tie", 2**-130 + 2**-137),
+        ("negative zero", -0.0),
+        ("NaN", float("nan")),
+    ]
+    x = torch.tensor([v for _, v in cases], dtype=torch.float32)
+    rounded = {r: round_tf32(x, r).tolist() for r in ("rna", "rne", "rz")}
+    return [
+        {"what": what, "x": x[i].item(), **{r: rounded[r][i] for r in rounded}}
+        for i, (what, _) in enumerate(cases)
+    ]
+
+
+def precision_knobs() -> dict[str, object]:
+    """What each float32 precision knob sets in the installed torch, read back live.
+
+    Every setting is restored afterwards (via :func:`~eigprec.precision.matmul_precision`).
+
+    Returns:
+        ``"modes"``: for 'highest', 'high' and 'medium', the values of
+        ``cuda.matmul.fp32_precision``, ``cuda.matmul.allow_tf32``,
+        ``mkldnn.matmul.fp32_precision`` and whether cuBLAS would use TF32;
+        ``"cudnn_allow_tf32"`` and ``"cudnn_conv_fp32_precision"`` at the defaults;
+        ``"legacy_getter_raises_after_mix"``: whether
+        ``torch.get_float32_matmul_precision()`` raises once the new cuBLAS attribute
+        was set alone; ``"has_new_api"``.
+
+    Example:
+        >>> precision_knobs()["modes"]["high"]["cublas_uses_tf32"]
+        True
+    """
+    matmul = torch.backends.cuda.matmul
+    has_new = hasattr(matmul, "fp32_precision")
+    modes: dict[str, dict[str, object]] = {}
+    for mode in ("highest", "high", "medium"):
+        with matmul_precision(mode):
+            modes[mode] = {
+                "cuda_matmul_fp32_precision": getattr(matmul, "fp32_precision", None),
+                "allow_tf32": bool(matmul.allow_tf32),
+                "mkldnn_matmul_fp32_precision": getattr(
+                    getattr(torch.backends.mkldnn, "matmul", None), "fp32_precision", None
+                ),
+                "cublas_uses_tf32": tf32_matmul_enabled(),
+            }
+    raises = False
+    if has_new:
+        with matmul_precision("highest"):
+            matmul.fp32_precision = "tf32"
+            try:
+                torch.get_float32_matmul_precision()
+            except RuntimeError:
+                raises = True
+    cudnn_conv = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    return {
+        "modes": modes,
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_conv_fp32_precision": cudnn_conv,
+        "legacy_getter_raises_after_mix": raises,
+        "has_new_api": has_new,
+    }
+
+
+def predicted_error_level(eigenvalues: torch.Tensor, unit_roundoff: float) -> float:
+    """Typical absolute error of ``diag(QᵀLQ)`` when L's entries carry relative errors u.
+
+    Rounding each entry of L perturbs it by up to ``u·|L_jk|`` with random sign; for a
+    random orthogonal Q (entries of size ``n**-0.5``) the perturbation of
+    ``q_iᵀ L q_i`` then has a size of about ``u·‖L‖_F / n`` -- the same for every i,
+    because it is set by ``‖L‖_F``, i.e. by the largest eigenvalues, not by λ_i.
+
+    Args:
+        eigenvalues: the spectrum of L (``‖L‖_F`` is its 2-norm).
+        unit_roundoff: the format's unit roundoff u.
+
+    Returns:
+        ``u · ‖λ‖₂ / n``.
+
+    Example:
+        >>> predicted_error_level(torch.ones(4, dtype=torch.float64), 0.5)
+        0.25
+    """
+    lam = eigenvalues.double()
+    return float(unit_roundoff * torch.linalg.vector_norm(lam) / lam.numel())
+
+
+def medium_precision_check(n: int = 256, seed: int = 0) -> dict[str, float | int]:
+    """How a float32 product on the CPU changes between precision 'highest' and 'medium'.
+
+    At 'medium' torch lets oneDNN use bf16 internally where the CPU supports it; this
+    measures what the current machine actually does.
+
+    Args:
+        n: size of the square random operands.
+        seed: generator seed.
+
+    Returns:
+        ``entries``, ``changed`` (entries that differ), ``max_rel_change`` (largest
+        change over the largest |entry|) and, for scale, ``bf16_operand_error``: the
+        same measure for the 'highest' product of operands rounded to bf16.
+
+    Example:
+        >>> check = medium_precision_check(n=16)
+        >>> check["entries"]
+        256
+    """
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=gen)
+    b = torch.randn(n, n, generator=gen)
+    with matmul_precision("highest"):
+        ref = a @ b
+        bf16 = a.bfloat16().float() @ b.bfloat16().float()
+    with matmul_precision("medium"):
+        medium = a @ b
+    scale = ref.abs().max()
+    return {
+        "entries": ref.numel(),
+        "changed": int((medium != ref).sum()),
+        "max_rel_change": float((medium - ref).abs().max() / scale),
+        "bf16_operand_error": float((bf16 - ref).abs().max() / scale),
+    }

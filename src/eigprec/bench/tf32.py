@@ -7,6 +7,7 @@ Three measurements on one CUDA device of compute capability >= 8.0:
    product shows the operand exactly as the tensor cores rounded it; the result is
    compared with :func:`~eigprec.tf32.round_tf32` under each rounding. The same is done
    for a matrix-vector product, which cuBLAS may run without tensor cores.
+   The same probe at precision 'medium' shows whether cuBLAS treats it as TF32.
 2. *diag(QᵀLQ)*: the chapter's experiment at precision 'high' (real TF32) and 'highest'.
 3. *Throughput*: float32, TF32 and 3xTF32 matmuls at a few sizes, in TFLOP/s.
 """
@@ -20,12 +21,9 @@ from typing import Any
 import torch
 
 from eigprec.bench._record import provenance, write_record
+from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, matmul_3xtf32, round_tf32
-from eigprec.tf32_experiments import (
-    TABLE_INDICES,
-    _float32_matmul_precision,
-    diag_qtlq_experiment,
-)
+from eigprec.tf32_experiments import TABLE_INDICES, diag_qtlq_experiment
 
 __all__ = [
     "PROBE_VALUES",
@@ -57,6 +55,7 @@ _KEYS = {
     "schema": str,
     "provenance": dict,
     "rounding": dict,
+    "rounding_medium": dict,
     "diag_qtlq": dict,
     "throughput": list,
 }
@@ -88,12 +87,14 @@ def _matches(observed: torch.Tensor, values: torch.Tensor) -> list[str]:
     return [name for name, ref in candidates.items() if torch.equal(observed, ref)]
 
 
-def rounding_probe(device: torch.device | str, n: int = 128) -> dict[str, Any]:
+def rounding_probe(device: torch.device | str, n: int = 128, mode: str = "high") -> dict[str, Any]:
     """Which rounding the device's TF32 matmul applies to its operands.
 
     Args:
         device: a CUDA device with TF32.
         n: size of the probing matrices (large enough for tensor-core kernels).
+        mode: the float32 matmul precision to probe (``'high'``; ``'medium'`` checks
+            that cuBLAS treats it as TF32 too).
 
     Returns:
         ``{"values", "first_operand", "second_operand", "matrix_vector", "matches"}``:
@@ -107,7 +108,7 @@ def rounding_probe(device: torch.device | str, n: int = 128) -> dict[str, Any]:
     first[:k, 0] = values.to(device)
     second = torch.zeros(n, n, device=device)
     second[0, :k] = values.to(device)
-    with _float32_matmul_precision("high"):
+    with matmul_precision(mode):
         out_first = (first @ eye)[:k, 0].cpu()
         out_second = (eye @ second)[0, :k].cpu()
         out_mv = (first @ eye[:, 0]).cpu()[:k]
@@ -174,9 +175,9 @@ def throughput(sizes: list[int], repeats: int, device: torch.device | str) -> li
         a = torch.randn(n, n, generator=gen).to(device)
         b = torch.randn(n, n, generator=gen).to(device)
         flop = 2.0 * n**3
-        with _float32_matmul_precision("highest"):
+        with matmul_precision("highest"):
             t_fp32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
-        with _float32_matmul_precision("high"):
+        with matmul_precision("high"):
             t_tf32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
             t_3x = _time_cuda(lambda a=a, b=b: matmul_3xtf32(a, b), repeats)
         rows.append(
@@ -218,6 +219,7 @@ def validate_record(record: Any) -> None:
     for section, keys in (
         ("provenance", _PROVENANCE_KEYS),
         ("rounding", _ROUNDING_KEYS),
+        ("rounding_medium", _ROUNDING_KEYS),
         ("diag_qtlq", _DIAG_KEYS),
     ):
         for key in keys:
@@ -251,6 +253,7 @@ def measure(sizes: list[int], repeats: int, device: int = 0) -> dict[str, Any]:
         "schema": SCHEMA,
         "provenance": provenance(device),
         "rounding": rounding_probe(dev),
+        "rounding_medium": rounding_probe(dev, mode="medium"),
         "diag_qtlq": diag_record(dev),
         "throughput": throughput(sizes, repeats, dev),
     }

@@ -1,0 +1,48 @@
+"""Tests of eigprec.tf32_plots: figures carry titles and labels; tables render."""
+
+from __future__ import annotations
+
+import doctest
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+
+import eigprec.tf32_plots as tp
+from eigprec.tf32_experiments import diag_qtlq_experiment
+
+
+def test_formats_figure_is_labelled():
+    fig = tp.plot_formats()
+    ax = fig.axes[0]
+    assert ax.get_title() and ax.get_xlabel()
+    plt.close(fig)
+
+
+def test_error_figure_is_labelled_and_has_predicted_lines():
+    fig = tp.plot_qtlq_errors(diag_qtlq_experiment(n=32))
+    ax = fig.axes[0]
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum(label.startswith("predicted") for label in labels) == 3
+    plt.close(fig)
+
+
+def test_markdown_table():
+    text = tp.markdown_table([{"a": 1.23456, "b": "x"}], [("a", "A"), ("b", "B")])
+    assert text.splitlines() == ["| A | B |", "|---|---|", "| 1.235 | x |"]
+    with pytest.raises(KeyError):
+        tp.markdown_table([{"a": 1}], [("b", "B")])
+
+
+def test_hex_float():
+    assert tp.hex_float(1 + 2**-11) == "0x1.002p+0"
+    assert tp.hex_float(float("nan")) == "nan"
+
+
+def test_docstring_examples():
+    result = doctest.testmod(tp)
+    assert result.attempted > 0 and result.failed == 0

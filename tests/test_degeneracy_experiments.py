@@ -71,6 +71,10 @@ def test_spike_run_records_consistent_diagnostics():
     assert bool((run.eig_L[:, :-1] >= run.eig_L[:, 1:]).all())  # descending
     assert run.seconds > 0
     assert run.label == "REKLS highest"
+    assert sorted(run.factors) == [3, 4, 5]  # around the spike by default
+    L4, R4 = run.factors[4]
+    assert (L4.shape, R4.shape, L4.dtype) == ((12, 12), (6, 6), torch.float32)
+    assert torch.allclose(torch.linalg.eigvalsh(R4.double()).flip(0), run.eig_R[4])
 
 
 def test_spike_experiment_is_deterministic():

@@ -230,6 +230,8 @@ class SpikeRun:
         rel_change_L: ``(steps,)`` ‖L_t − L_{t−1}‖_F / ‖L_t‖_F.
         rel_change_R: ``(steps,)`` same for R.
         seconds: Wall-clock seconds spent inside ``optimizer.step()`` over the whole run.
+        factors: ``{step: (L, R)}`` copies of the stored factors (optimizer dtype, CPU) after
+            the steps listed in ``keep_factors``.
     """
 
     label: str
@@ -245,7 +247,7 @@ class SpikeRun:
     rel_change_L: torch.Tensor
     rel_change_R: torch.Tensor
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    factors: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -312,6 +314,7 @@ def spike_experiment(
     implementation: Literal["reference", "library"] = "reference",
     label: str | None = None,
     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    keep_factors: Sequence[int] | None = None,
 ) -> SpikeRun:
     """One 2-D parameter, i.i.d. N(0, 1) gradients, one of them scaled by ``spike_scale``.
 
@@ -347,6 +350,8 @@ def spike_experiment(
             approximate eigenvalues or clamp counts).
         label: Name stored in the result; default derived from the configuration.
         progress: Optional wrapper of the step range (e.g. :func:`eigprec.progress`).
+        keep_factors: Steps after which to keep copies of L and R; default the step before
+            the spike, the spike step and the one after.
 
     Returns:
         A :class:`SpikeRun`.
@@ -450,6 +455,10 @@ def spike_experiment(
             "rel_change_R",
         )
     }
+    keep = (
+        {spike_step - 1, spike_step, spike_step + 1} if keep_factors is None else set(keep_factors)
+    )
+    factors: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     prev_L = prev_R = None
     seconds = 0.0
     step_range: Iterable[int] = range(steps) if progress is None else progress(range(steps))
@@ -470,6 +479,11 @@ def spike_experiment(
             L = state["L"].detach().to("cpu", torch.float64, copy=True)
             R = state["R"].detach().to("cpu", torch.float64, copy=True)
             rec["Q_L"].append(state["Q_L"].detach().to("cpu").clone())
+            if k in keep:
+                factors[k] = (
+                    state["L"].detach().to("cpu").clone(),
+                    state["R"].detach().to("cpu").clone(),
+                )
             rec["eig_L"].append(torch.linalg.eigvalsh(L).flip(0))
             rec["eig_R"].append(torch.linalg.eigvalsh(R).flip(0))
             diag = getattr(optimizer, "diagnostics", {}).get(param, {})
@@ -514,6 +528,7 @@ def spike_experiment(
         rel_change_L=torch.tensor(rec["rel_change_L"], dtype=torch.float64),
         rel_change_R=torch.tensor(rec["rel_change_R"], dtype=torch.float64),
         seconds=seconds,
+        factors=factors,
     )
 
 

@@ -25,11 +25,13 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # here must empty the execution cache.
 CACHE_INPUTS := src book/data requirements.txt pyproject.toml
 
-.PHONY: book test env lint unit cache-key strict-book clean help
+.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish clean help
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
-	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors"
+	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors,"
+	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
+	@echo "            and run every chapter as Colab would"
 
 env: $(STAMP)
 
@@ -78,8 +80,42 @@ strict-book: env
 	$(JB) --all -W
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
 
-test: lint unit strict-book
-	@echo "make test: lint, unit tests and the strict book build all passed"
+# The built site as a reader meets it: internal links and anchors, no asset from the
+# network, Colab buttons; then every page in headless Chromium (skipped, saying so,
+# where Chromium is not installed; .ci/run installs it), one screenshot per page.
+site-check: env
+	$(PY) tools/check_site.py $(BUILD)/html --config _config.yml
+	$(PY) tools/check_browser.py $(BUILD)/html --screenshots $(BUILD)/screenshots \
+	  --json $(BUILD)/browser-check.json --search eigenvalue
+
+# The GPU publishing workflow (.github/workflows/book.yml): strict like `make test`,
+# but it keeps an execution cache the workflow restores on a fresh checkout, where
+# file times are new; so this key hashes contents only (plus EIGPREC_FULL and the
+# device) and lives inside the cache folder it vouches for.
+CONTENT_KEY = $$( { find $(CACHE_INPUTS) -type f ! -path '*/__pycache__/*' \
+	! -path '*.egg-info/*' ! -name '*.pyc' -exec sha256sum {} + 2>/dev/null | sort; \
+	echo "full=$${EIGPREC_FULL:-}"; \
+	$(PY) -c 'import torch; c = torch.cuda; print(c.get_device_name() if c.is_available() else "cpu")'; \
+	} | sha256sum | cut -c1-16)
+PUBLISH_KEY_FILE := $(BUILD)/.jupyter_cache/.eigprec-content-key
+
+publish: env
+	@key=$(CONTENT_KEY); \
+	if [ "$$(cat $(PUBLISH_KEY_FILE) 2>/dev/null)" != "$$key" ]; then \
+	  if [ -d $(BUILD)/.jupyter_cache ]; then echo "execution cache is stale: emptying it"; fi; \
+	  rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees; \
+	fi
+	$(JB) -W
+	@mkdir -p $(BUILD)/.jupyter_cache; echo $(CONTENT_KEY) > $(PUBLISH_KEY_FILE)
+	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
+
+# Every chapter once more, as Colab runs it: a fresh environment without eigprec
+# where only the setup cell's %pip install (pointed at this checkout) provides it.
+colab-check: env
+	$(PY) tools/colab_check.py $(sort $(wildcard book/*.ipynb)) --workdir $(BUILD)/colab
+
+test: lint unit strict-book site-check colab-check
+	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"
 
 clean:
 	rm -rf $(BUILD)

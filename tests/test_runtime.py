@@ -68,3 +68,38 @@ def test_full_scale(monkeypatch, value, expected):
     monkeypatch.setenv("EIGPREC_FULL", value)
     assert full_scale() is expected
     assert describe_runtime().full_scale is expected
+
+
+def _fake_cuda(monkeypatch, name: str, capability: tuple[int, int], hip: str | None = None):
+    """Pretend a CUDA device is visible (this machine has none)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: name)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: capability)
+    monkeypatch.setattr(torch.version, "hip", hip)
+
+
+def test_colab_t4_has_no_tf32_and_is_emulated(monkeypatch):
+    # Colab's free GPU: a Turing T4, compute capability 7.5, no TF32 tensor cores.
+    _fake_cuda(monkeypatch, "Tesla T4", (7, 5))
+    info = describe_runtime()
+    assert info.device == "cuda"
+    assert info.compute_capability == (7, 5)
+    assert info.tf32_hardware is False
+    assert info.tf32_emulated is True
+    assert info.tf32_label == "emulated in software (this GPU has no TF32)"
+    assert "Tesla T4 (compute capability 7.5)" in str(info)
+    assert "this GPU has no TF32" in info._repr_html_()
+
+
+def test_ampere_has_tf32(monkeypatch):
+    _fake_cuda(monkeypatch, "NVIDIA A100-SXM4-80GB", (8, 0))
+    info = describe_runtime()
+    assert info.tf32_hardware is True and info.tf32_emulated is False
+    assert info.tf32_label == "real (tensor cores)"
+
+
+def test_rocm_device_is_emulated(monkeypatch):
+    # ROCm builds answer torch.cuda too; TF32 tensor cores are NVIDIA's.
+    _fake_cuda(monkeypatch, "AMD Instinct MI300X", (9, 4), hip="6.2")
+    assert describe_runtime().tf32_emulated is True

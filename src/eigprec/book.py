@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 
 def glue(name: str, value: T, display: bool = False) -> T:
-    """Make ``value`` available to the chapter's prose as ``{glue:text}`name` ``.
+    """Make ``value`` available to the chapter's prose (MyST-NB's ``glue:text`` role).
 
     Uses MyST-NB's ``glue`` when it is installed (the book build); elsewhere
     (Colab, a plain Jupyter) it only displays the value when asked to.

@@ -19,7 +19,12 @@ import torch
 
 __all__ = ["MATMUL_PRECISIONS", "current_matmul_precision", "matmul_precision"]
 
-#: The modes accepted by :func:`torch.set_float32_matmul_precision`.
+#: The modes accepted by :func:`torch.set_float32_matmul_precision`, from the most
+#: to the least precise float32 matrix product.
+#:
+#: Example:
+#:     >>> MATMUL_PRECISIONS
+#:     ('highest', 'high', 'medium')
 MATMUL_PRECISIONS: tuple[str, ...] = ("highest", "high", "medium")
 
 # Attribute paths of the per-backend settings introduced in torch 2.9, in the order

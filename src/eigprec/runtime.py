@@ -68,6 +68,13 @@ class RuntimeInfo:
         python_version: the interpreter's version.
         full_scale: whether ``EIGPREC_FULL=1`` scaled experiments up.
         timestamp: UTC time of the snapshot, ISO 8601.
+
+    Example:
+        >>> info = describe_runtime()
+        >>> info.device in {"cpu", "cuda"}
+        True
+        >>> "Executed on" in str(info)
+        True
     """
 
     device: str

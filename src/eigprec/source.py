@@ -22,6 +22,13 @@ class SourceListing:
         path: the source file, relative to the package's parent directory.
         first_line: the line number of the first line shown.
         code: the source text.
+
+    Example:
+        >>> listing = show_source(show_source)
+        >>> listing.qualname
+        'eigprec.source.show_source'
+        >>> listing.header.startswith("eigprec.source.show_source — eigprec/source.py")
+        True
     """
 
     qualname: str

@@ -1,0 +1,117 @@
+"""tools/check_site.py finds broken links and anchors, network assets and wrong Colab links.
+
+Each check runs on a small fixture site holding one instance of each fault next to
+correct counterparts, so a check that cannot fail (or flags correct pages) fails here.
+"""
+
+import json
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import check_site
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def site(tmp_path):
+    root = tmp_path / "html"
+    _write(root / "index.html", '<a href="book/a.html">A</a> <a href="book/">dir</a>')
+    _write(root / "book" / "index.html", "<p>folder index</p>")
+    _write(
+        root / "book" / "a.html",
+        """<html><head><link rel="stylesheet" href="../_static/local.css"></head><body>
+        <h1 id="top">A</h1><a name="old-anchor"></a>
+        <a href="b.html#sec-2">good anchor</a> <a href="#top">self anchor</a>
+        <a href="#old-anchor">name anchor</a> <a href="https://example.org/x">external</a>
+        <a href="mailto:someone@example.org">mail</a> <img src="../_static/pic.png">
+        </body></html>""",
+    )
+    _write(root / "book" / "b.html", '<section id="sec-2"><h2>B</h2></section>')
+    _write(root / "_static" / "local.css", "body { color: black }")
+    (root / "_static" / "pic.png").write_bytes(b"\x89PNG\r\n")
+    return root
+
+
+def test_clean_site_passes(site):
+    problems, external = check_site.check_links_and_assets(site)
+    assert problems == []
+    assert external == 1  # the https link in an <a>: counted, not fetched
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        ('<a href="missing.html">x</a>', "broken link missing.html"),
+        ('<a href="b.html#no-such-section">x</a>', "broken anchor b.html#no-such-section"),
+        ('<a href="#nowhere">x</a>', "broken anchor #nowhere"),
+        ('<img src="../_images/gone.png">', "broken link ../_images/gone.png"),
+        ('<script src="https://cdn.example.org/mathjax.js"></script>', "from the network"),
+        ('<link rel="stylesheet" href="//fonts.example.org/f.css">', "from the network"),
+        ('<a href="../../../etc/passwd">x</a>', "leaves the site"),
+    ],
+)
+def test_each_fault_is_reported(site, html, expected):
+    (site / "book" / "bad.html").write_text(f"<html><body>{html}</body></html>")
+    problems, _ = check_site.check_links_and_assets(site)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("book/bad.html: ")
+    assert expected in problems[0]
+
+
+def test_remote_font_in_stylesheet_is_reported(site):
+    (site / "_static" / "theme.css").write_text(
+        "@font-face { src: url('https://fonts.example.org/x.woff2') }"
+    )
+    problems, _ = check_site.check_links_and_assets(site)
+    assert problems == [
+        "_static/theme.css: fetches https://fonts.example.org/x.woff2 from the network"
+    ]
+
+
+def _colab_fixture(tmp_path, link):
+    (tmp_path / "_config.yml").write_text(
+        "repository:\n  url: https://github.com/org/repo\n  path_to_book: ''\n  branch: main\n"
+    )
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/ch\n"
+    )
+    _write(tmp_path / "book" / "ch.ipynb", json.dumps({"cells": []}))
+    _write(tmp_path / "book" / "intro.md", "# Intro")
+    _write(tmp_path / "html" / "book" / "ch.html", f'<a href="{link}">Colab</a>')
+    _write(tmp_path / "html" / "book" / "intro.html", "<p>no launch button: a Markdown page</p>")
+    return check_site.check_colab(tmp_path / "html", tmp_path / "_config.yml")
+
+
+def test_colab_link_to_the_committed_notebook_passes(tmp_path):
+    url = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.ipynb"
+    problems, checked = _colab_fixture(tmp_path, url)
+    assert problems == []
+    assert checked == [url]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://colab.research.google.com/github/org/repo/blob/main/ch.ipynb",
+        "https://colab.research.google.com/github/org/other/blob/main/book/ch.ipynb",
+        "https://colab.research.google.com/github/org/repo/blob/dev/book/ch.ipynb",
+        "https://example.org/not-colab",
+    ],
+)
+def test_wrong_colab_link_is_reported(tmp_path, url):
+    problems, checked = _colab_fixture(tmp_path, url)
+    assert checked == []
+    assert len(problems) == 1 and "no Colab link to" in problems[0]
+
+
+def test_colab_url_needs_github():
+    with pytest.raises(ValueError, match=r"github\.com"):
+        check_site.colab_url("https://gitlab.com/org/repo", "main", "book/x.ipynb")

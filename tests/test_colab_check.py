@@ -1,0 +1,116 @@
+"""tools/colab_check.py runs a notebook as Colab would, and fails when Colab would.
+
+The chapters themselves are run this way by `make test` (target colab-check); here
+small notebooks show that the environment really lacks eigprec until the setup cell
+installs it, and that a raising cell fails the check, naming notebook and cell.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import colab_check
+
+URL = "https://github.com/eigprec/eigen-precision"
+SETUP = json.loads((ROOT / "book" / "tf32.ipynb").read_text())["cells"][0]
+
+
+def _notebook(tmp_path: Path, name: str, setup: str, *cells: str) -> Path:
+    def code(src: str, tags=()) -> dict:
+        return {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": f"c{abs(hash(src)) % 10**8}",
+            "metadata": {"tags": list(tags)},
+            "outputs": [],
+            "source": src,
+        }
+
+    nb = {
+        "cells": [code(setup, ["remove-cell"]), *(code(c) for c in cells)],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / f"{name}.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def _run(tmp_path: Path, *notebooks: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "colab_check.py"),
+            *map(str, notebooks),
+            *("--workdir", str(tmp_path / "work"), "--timeout", "300"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_replace_install_url_changes_only_the_url(tmp_path):
+    source = "".join(SETUP["source"])
+    replaced = colab_check.replace_install_url(source, URL, tmp_path)
+    assert replaced == source.replace(f"git+{URL}", tmp_path.resolve().as_uri())
+    with pytest.raises(colab_check.ColabCheckError, match="exactly once"):
+        colab_check.replace_install_url("%pip install eigprec", URL, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "hidden"),
+    [
+        ("eigprec", True),
+        ("eigprec-0.1.0.dist-info", True),
+        ("__editable__.eigprec-0.1.0.pth", True),
+        ("__editable___eigprec_0_1_0_finder.py", True),
+        ("myst_nb", True),
+        ("distutils-precedence.pth", True),
+        ("torch", False),
+        ("numpy-2.4.6.dist-info", False),
+        ("ipykernel", False),
+        ("pip", False),
+    ],
+)
+def test_mirror_leaves_out_only_the_package_and_myst_nb(name, hidden):
+    assert bool(colab_check.HIDDEN.search(name)) is hidden
+
+
+def test_setup_cell_is_what_provides_the_package(tmp_path):
+    ok = _notebook(
+        tmp_path,
+        "installs",
+        "".join(SETUP["source"]),
+        "import eigprec\neigprec.describe_runtime()",
+        "eigprec.glue('x', 1)  # the Colab path: no MyST-NB",
+    )
+    # The same setup cell with its condition inverted never installs anything.
+    never = "".join(SETUP["source"]).replace(
+        '"google.colab" in sys.modules', '"google.colab" not in sys.modules'
+    )
+    skipped = _notebook(tmp_path, "no_install", never, "import eigprec")
+    result = _run(tmp_path, ok, skipped)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "ok   installs.ipynb" in out
+    assert "FAIL no_install.ipynb" in out
+    assert "cell 1 failed in Colab" in out and "No module named 'eigprec'" in out
+    assert "1 of 2 notebooks ran as in Colab" in out
+
+
+def test_raising_cell_fails_naming_it(tmp_path):
+    never = "".join(SETUP["source"]).replace('"google.colab" in', '"google.colab" not in')
+    broken = _notebook(tmp_path, "broken", never, "x = 1", "raise ValueError('chapter broke')")
+    result = _run(tmp_path, broken)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "broken.ipynb: cell 2 failed in Colab" in out
+    assert "ValueError: chapter broke" in out

@@ -1,0 +1,453 @@
+"""Load every page of the built site in headless Chromium, as a reader's browser would.
+
+The site is served from a loopback-only HTTP server and Chromium cannot resolve any
+other host, so the check also proves the site works offline. A page fails on:
+
+- a console error, an uncaught exception or a resource that failed to load;
+- a request to any host but the local server (a script, stylesheet or font that
+  would come from a CDN);
+- an image that did not load;
+- math left unrendered: a ``.math`` element MathJax did not typeset, or raw
+  ``$…$``, ``$$``, ``\\(`` or ``\\[`` in the visible text outside code.
+
+A full-page screenshot of each page is saved (``--screenshots``) and a summary per
+page (images, figures, rendered formulas) is printed and written as JSON.
+
+Chromium is driven over the DevTools protocol (``websocket-client``); no browser is
+downloaded. Where Chromium is not installed the check is skipped, saying so.
+
+Usage: ``python tools/check_browser.py _build/html --screenshots _build/screenshots``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--window-size=1280,1000",
+    # Any host name fails to resolve, so nothing but the loopback server is reachable.
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+)
+SCREENSHOT_MAX_HEIGHT = 6000
+PAGE_TIMEOUT_S = 30.0
+
+# Raw TeX a reader would see if MathJax did not run: $…$ (not a lone dollar amount),
+# $$, \( and \[ , and \begin{…}.
+RAW_MATH = re.compile(
+    r"\$\$|\\\(|\\\[|\\begin\{|(?<![\w$\\])\$(?=[^\s$])[^$\n]{1,200}?(?<=[^\s$\\])\$(?![\w$])"
+)
+
+# Runs in the page once it has loaded: waits for MathJax and every image, then
+# reports what a reader would see. Code is excluded from the raw-math search.
+INSPECT_JS = r"""
+(async () => {
+  const timeout = (ms) => new Promise((r) => setTimeout(r, ms));
+  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
+    await Promise.race([window.MathJax.startup.promise, timeout(15000)]);
+  }
+  const imgs = [...document.images];
+  imgs.forEach((img) => { img.loading = "eager"; });
+  await Promise.race([
+    Promise.all(imgs.map((img) => img.decode().catch(() => null))), timeout(15000)]);
+  const broken = imgs.filter((img) => !(img.complete && img.naturalWidth > 0))
+                     .map((img) => img.getAttribute("src") || "(no src)");
+  const skip = "pre, code, script, style, textarea, kbd, mjx-container, .MathJax";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const parts = [];
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || el.closest(skip)) continue;
+    if (el.checkVisibility && !el.checkVisibility()) continue;
+    parts.push(walker.currentNode.textContent);
+  }
+  const unrendered = [...document.querySelectorAll(".math")]
+    .filter((el) => !el.querySelector("mjx-container"))
+    .map((el) => el.textContent.trim().slice(0, 80));
+  // The chapter's own content, not the theme's header (launch-button logos).
+  const main = document.querySelector("article") || document.querySelector("main")
+    || document.body;
+  return {
+    title: document.title,
+    text: parts.join(" "),
+    broken_images: broken,
+    unrendered_math: unrendered,
+    images: main.querySelectorAll("img").length,
+    figures: main.querySelectorAll("figure").length,
+    formulas: document.querySelectorAll("mjx-container").length,
+    height: Math.ceil(document.documentElement.scrollHeight),
+  };
+})()
+"""
+
+
+@dataclass
+class PageReport:
+    """What the browser saw on one page."""
+
+    page: str
+    title: str = ""
+    images: int = 0
+    figures: int = 0
+    formulas: int = 0
+    screenshot: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def find_chromium() -> str | None:
+    """Path of a Chromium (or Chrome) executable, honouring ``$CHROMIUM``."""
+    explicit = os.environ.get("CHROMIUM")
+    if explicit:
+        return shutil.which(explicit)
+    for name in CHROMIUM_CANDIDATES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def site_pages(site: Path) -> list[str]:
+    """Every HTML page of a built site, relative to it (theme and source files excluded)."""
+    pages = []
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site).as_posix()
+        if rel.split("/")[0] in {"_static", "_sources", "_images"}:
+            continue
+        pages.append(rel)
+    return pages
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve(site: Path) -> Iterator[str]:
+    """Serve ``site`` on 127.0.0.1 (a free port) for the duration of the block."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class DevTools:
+    """A minimal synchronous DevTools-protocol client for one page target."""
+
+    def __init__(self, ws_url: str) -> None:
+        import websocket  # websocket-client; imported here so --help works without it
+
+        self._ws = websocket.create_connection(ws_url, timeout=PAGE_TIMEOUT_S, suppress_origin=True)
+        self._next_id = 0
+        self.events: list[dict] = []
+
+    def close(self) -> None:
+        self._ws.close()
+
+    def call(self, method: str, **params: object) -> dict:
+        self._next_id += 1
+        msg_id = self._next_id
+        self._ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        self._ws.settimeout(PAGE_TIMEOUT_S)  # wait_for may have left a short one
+        while True:
+            msg = json.loads(self._ws.recv())
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method} failed: {msg['error']}")
+                return msg.get("result", {})
+            if "method" in msg:
+                self.events.append(msg)
+
+    def wait_for(self, method: str, timeout: float) -> bool:
+        """Collect events until ``method`` arrives (True) or ``timeout`` passes (False)."""
+        if any(e["method"] == method for e in self.events):
+            return True
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            self._ws.settimeout(left)
+            try:
+                msg = json.loads(self._ws.recv())
+            except Exception:  # websocket timeout
+                return False
+            if "method" in msg:
+                self.events.append(msg)
+                if msg["method"] == method:
+                    return True
+        return False
+
+    def drain(self, seconds: float) -> None:
+        self.wait_for("__never__", seconds)
+
+
+@contextlib.contextmanager
+def chromium(executable: str) -> Iterator[DevTools]:
+    """Start headless Chromium and connect to its first page."""
+    profile = tempfile.mkdtemp(prefix="eigprec-chromium-")
+    proc = subprocess.Popen(
+        [
+            executable,
+            *CHROMIUM_FLAGS,
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = None
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{executable} did not start (exit code {proc.poll()})")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:
+            targets = json.load(resp)
+        page = next(t for t in targets if t.get("type") == "page")
+        client = DevTools(page["webSocketDebuggerUrl"])
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            client.call(f"{domain}.enable")
+        yield client
+    finally:
+        if client is not None:
+            client.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _console_problems(events: list[dict], base_url: str) -> list[str]:
+    problems = []
+    requests: dict[str, str] = {}
+    for event in events:
+        method, params = event["method"], event.get("params", {})
+        # Chromium probes /favicon.ico at the server's root by itself; the page did not
+        # ask for it (and on GitHub Pages that root is not even the book's).
+        if urlsplit(str(params.get("entry", {}).get("url", ""))).path == "/favicon.ico":
+            continue
+        if method == "Runtime.consoleAPICalled" and params.get("type") in {"error", "assert"}:
+            args = " ".join(
+                str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
+            )
+            problems.append(f"console error: {args}")
+        elif method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            text = details.get("exception", {}).get("description") or details.get("text", "")
+            problems.append(f"uncaught exception: {text}")
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            problems.append(
+                f"console error: {entry.get('text', '')} {entry.get('url', '')}".strip()
+            )
+        elif method == "Network.requestWillBeSent":
+            url = params.get("request", {}).get("url", "")
+            requests[params.get("requestId", "")] = url
+            if urlsplit(url).scheme in {"http", "https"} and not url.startswith(base_url):
+                problems.append(f"fetches from the network: {url}")
+        elif method == "Network.loadingFailed" and not params.get("canceled"):
+            url = requests.get(params.get("requestId", ""), "?")
+            problems.append(f"failed to load {url}: {params.get('errorText', '')}")
+    # One failure is often reported twice (network and console); keep each once.
+    return list(dict.fromkeys(problems))
+
+
+META_REFRESH = re.compile(
+    r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*content=["'][^"']*url=([^"'>\s]+)""", re.I
+)
+
+
+def redirect_target(site: Path, page: str) -> str | None:
+    """The page a redirect-only page (``<meta http-equiv="refresh">``) sends readers to."""
+    match = META_REFRESH.search((site / page).read_text(encoding="utf-8", errors="replace"))
+    if match is None:
+        return None
+    return (Path(page).parent / match.group(1).split("#")[0]).as_posix()
+
+
+def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -> PageReport:
+    """Load one page, wait for it to settle and report what a reader would see."""
+    report = PageReport(page=page)
+    client.events.clear()
+    client.call("Page.navigate", url=base_url + page)
+    if not client.wait_for("Page.loadEventFired", PAGE_TIMEOUT_S):
+        report.problems.append(f"did not finish loading within {PAGE_TIMEOUT_S:.0f} s")
+        return report
+    result = client.call(
+        "Runtime.evaluate", expression=INSPECT_JS, awaitPromise=True, returnByValue=True
+    )
+    if "exceptionDetails" in result:
+        report.problems.append(f"inspection script failed: {result['exceptionDetails']}")
+        return report
+    seen = result["result"]["value"]
+    client.drain(0.3)  # late console messages, e.g. from MathJax's font loading
+    report.title = seen["title"]
+    report.images, report.figures, report.formulas = (
+        seen["images"],
+        seen["figures"],
+        seen["formulas"],
+    )
+    report.problems += _console_problems(client.events, base_url)
+    report.problems += [f"image did not load: {src}" for src in seen["broken_images"]]
+    report.problems += [f"math not rendered: {tex}" for tex in seen["unrendered_math"]]
+    for match in RAW_MATH.finditer(seen["text"]):
+        context = seen["text"][max(0, match.start() - 30) : match.end() + 30].replace("\n", " ")
+        report.problems.append(f"raw math in the visible text: …{context}…")
+    if shots is not None:
+        height = min(max(seen["height"], 600), SCREENSHOT_MAX_HEIGHT)
+        shot = client.call(
+            "Page.captureScreenshot",
+            format="png",
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": 0, "width": 1280, "height": height, "scale": 1},
+        )
+        path = shots / (page.removesuffix(".html").replace("/", "__") + ".png")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        report.screenshot = str(path)
+    return report
+
+
+SEARCH_JS = r"""
+(async () => {
+  for (let i = 0; i < 150; i++) {
+    const summary = document.querySelector(".search-summary");
+    const hits = document.querySelectorAll("#search-results ul.search > li");
+    // Results arrive one by one; the summary is written once the search is done.
+    const text = summary ? summary.textContent.trim() : "";
+    if (text && !/searching|preparing/i.test(text)) {
+      return {hits: hits.length, summary: text};
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {hits: 0, summary: "no search results after 15 s"};
+})()
+"""
+
+
+def check_search(client: DevTools, base_url: str, term: str) -> PageReport:
+    """Search the site for ``term`` from the search page; it must find something."""
+    report = PageReport(page=f"search.html?q={term}", title=f"search for {term!r}")
+    client.events.clear()
+    client.call("Page.navigate", url=f"{base_url}search.html?q={term}")
+    if not client.wait_for("Page.loadEventFired", PAGE_TIMEOUT_S):
+        report.problems.append("the search page did not load")
+        return report
+    result = client.call(
+        "Runtime.evaluate", expression=SEARCH_JS, awaitPromise=True, returnByValue=True
+    )
+    found = result.get("result", {}).get("value") or {"hits": 0, "summary": str(result)}
+    report.problems += _console_problems(client.events, base_url)
+    report.images = 0
+    report.title += f": {found['hits']} pages ({found['summary']})"
+    if not found["hits"]:
+        report.problems.append(f"searching for {term!r} found nothing: {found['summary']}")
+    return report
+
+
+def check_site(
+    site: Path, shots: Path | None, executable: str, search_term: str | None = None
+) -> list[PageReport]:
+    """Check every page of ``site`` (and its search); returns one report per page."""
+    pages = site_pages(site)
+    if not pages:
+        raise SystemExit(f"no HTML pages under {site}")
+    reports = []
+    with serve(site) as base_url, chromium(executable) as client:
+        for page in pages:
+            target = redirect_target(site, page)
+            if target is None:
+                reports.append(check_page(client, base_url, page, shots))
+                continue
+            # The browser leaves a redirect page at once; what readers see is its target,
+            # which is checked as a page of its own.
+            report = PageReport(page=page, title=f"redirects to {target}")
+            if target not in pages:
+                report.problems.append(f"redirects to {target}, which does not exist")
+            reports.append(report)
+        if search_term and "search.html" in pages:
+            reports.append(check_search(client, base_url, search_term))
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("site", type=Path, help="the built site, e.g. _build/html")
+    parser.add_argument("--screenshots", type=Path, help="folder for one PNG per page")
+    parser.add_argument("--json", type=Path, help="write the per-page summary here")
+    parser.add_argument("--search", help="a word the site's search must find")
+    args = parser.parse_args(argv)
+    executable = find_chromium()
+    if executable is None:
+        print(
+            "browser check SKIPPED: no Chromium found (looked for "
+            f"{', '.join(CHROMIUM_CANDIDATES)}; set $CHROMIUM or `apt-get install chromium`)"
+        )
+        return 0
+    started = time.monotonic()
+    if args.screenshots and args.screenshots.is_dir():
+        for old in args.screenshots.glob("*.png"):  # from an earlier run
+            old.unlink()
+    reports = check_site(args.site.resolve(), args.screenshots, executable, args.search)
+    for r in reports:
+        status = "ok  " if r.ok else "FAIL"
+        print(
+            f"{status} {r.page:<28} images={r.images:<3} figures={r.figures:<3} "
+            f"formulas={r.formulas:<4} {r.title}"
+        )
+        for problem in r.problems:
+            print(f"       - {problem}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps([asdict(r) for r in reports], indent=1))
+    failed = [r.page for r in reports if not r.ok]
+    print(
+        f"browser check: {len(reports) - len(failed)} of {len(reports)} pages fine "
+        f"in {time.monotonic() - started:.1f} s with {Path(executable).name}"
+        + (f"; screenshots in {args.screenshots}" if args.screenshots else "")
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Execute chapter notebooks the way Google Colab would, and fail if any cell errors.
+
+What Colab does, and how it is imitated here without a network or a GPU:
+
+- The kernel runs in a **fresh virtual environment** that does not have ``eigprec``.
+  Its site-packages holds one ``.pth`` line pointing at a mirror of this project's
+  ``.venv`` site-packages (symlinks, so torch & co. are not reinstalled) from which
+  ``eigprec`` (the editable install) and ``myst_nb`` (absent in Colab, so
+  ``eigprec.glue`` takes its Colab path) are left out. The check first proves that
+  ``import eigprec`` fails there.
+- ``google.colab`` is importable (a stand-in module) and imported when the kernel
+  starts, as in Colab, so the setup cell's ``if "google.colab" in sys.modules:`` is
+  true and its ``%pip install`` runs.
+- The setup cell's ``git+<repository URL>`` is replaced by ``file://`` and a copy of
+  the local checkout (the files git would publish: tracked and not-ignored ones), so
+  the package comes from this working tree; nothing else in the notebook changes.
+- Each notebook runs in its own empty folder (Colab's ``/content``): no ``book/data``.
+- After the last cell a check cell confirms that ``eigprec`` was imported from the
+  fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
+
+Usage: ``python tools/colab_check.py book/*.ipynb --workdir _build/colab``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL_NAME = "eigprec-colab-sim"
+# Left out of the fresh environment: the package itself (only the setup cell may
+# provide it) and MyST-NB, which Colab does not have.
+HIDDEN = re.compile(
+    r"^(eigprec|_?_editable__.*eigprec.*|eigprec-.*\.dist-info|myst_nb|myst_nb-.*\.dist-info)$"
+    r"|\.pth$",
+    re.I,
+)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CHECK_CELL = """\
+import json as _json, sys as _sys
+import eigprec as _eigprec
+print("COLAB-CHECK " + _json.dumps({
+    "eigprec_file": _eigprec.__file__,
+    "prefix": _sys.prefix,
+    "colab": "google.colab" in _sys.modules,
+    "myst_nb": "myst_nb" in _sys.modules,
+    "tf32_emulated": _eigprec.describe_runtime().tf32_emulated,
+}))
+"""
+
+
+class ColabCheckError(RuntimeError):
+    """A notebook failed to run as it would in Colab."""
+
+
+def repository_url(config: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(config.read_text())["repository"]["url"]
+
+
+def replace_install_url(setup_source: str, url: str, local: Path) -> str:
+    """The setup cell with ``git+<url>`` replaced by ``file://<local>``; nothing else."""
+    needle = f"git+{url}"
+    if setup_source.count(needle) != 1:
+        raise ColabCheckError(
+            f"the setup cell must install from {needle} exactly once; it reads:\n{setup_source}"
+        )
+    return setup_source.replace(needle, local.resolve().as_uri())
+
+
+def publishable_copy(root: Path, dest: Path) -> Path:
+    """Copy the files git would publish (tracked, and untracked but not ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    if dest.exists():
+        shutil.rmtree(dest)
+    for raw in filter(None, listed):
+        rel = raw.decode()
+        src = root / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def make_environment(workdir: Path) -> tuple[Path, Path]:
+    """A fresh venv seeing the project's packages except eigprec/myst_nb; its kernelspec.
+
+    Returns the venv's python and the folder to use as ``JUPYTER_PATH``.
+    """
+    source = Path(sysconfig.get_paths()["purelib"])
+    mirror = workdir / "site-mirror"
+    if mirror.exists():
+        shutil.rmtree(mirror)
+    mirror.mkdir(parents=True)
+    for entry in source.iterdir():
+        if not HIDDEN.search(entry.name):
+            (mirror / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    venv = workdir / "venv"
+    if venv.exists():
+        shutil.rmtree(venv)
+    # No pip of its own: `python -m pip` (what %pip runs) finds the mirror's pip and
+    # installs into this environment's own site-packages.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # A directory added by a .pth line does not get its own .pth files processed, so
+    # the editable install's finder in .venv stays inactive here.
+    (Path(purelib) / "_eigprec_colab_mirror.pth").write_text(f"{mirror}\n")
+
+    shim = workdir / "colab-shim" / "google" / "colab"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_text('"""Stand-in for Colab\'s google.colab module."""\n')
+    jupyter = workdir / "jupyter"
+    spec_dir = jupyter / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [
+            str(python),
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            # Colab's kernel has google.colab imported before the first cell runs.
+            "--IPKernelApp.exec_lines=['import google.colab']",
+        ],
+        "display_name": "Colab stand-in",
+        "language": "python",
+        "env": {"PYTHONPATH": str(workdir / "colab-shim")},
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+
+    probe = subprocess.run(
+        [str(python), "-c", "import eigprec"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    if probe.returncode == 0 or "No module named 'eigprec'" not in probe.stderr:
+        raise ColabCheckError(
+            "the fresh environment can already import eigprec, so the check would not "
+            f"prove that the setup cell installs it:\n{probe.stderr}"
+        )
+    return python, jupyter
+
+
+def run_notebook(path: Path, url: str, package: Path, workdir: Path, timeout: int) -> dict:
+    """Execute one notebook as Colab would; returns what the check cell saw."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    setup = nb.cells[0]
+    if setup.cell_type != "code":
+        raise ColabCheckError(f"{path.name}: the first cell must be the setup cell")
+    setup.source = replace_install_url(setup.source, url, package)
+    nb.cells.append(nbformat.v4.new_code_cell(CHECK_CELL))
+    run_dir = workdir / "content" / path.stem
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    client = NotebookClient(
+        nb,
+        kernel_name=KERNEL_NAME,
+        timeout=timeout,
+        allow_errors=False,
+        resources={"metadata": {"path": str(run_dir)}},
+    )
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        index = next(
+            (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _errored(c)), None
+        )
+        report = ANSI.sub("", str(exc))  # the kernel's coloured traceback, made plain
+        raise ColabCheckError(f"{path.name}: cell {index} failed in Colab:\n{report}") from exc
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
+    match = re.search(r"COLAB-CHECK (\{.*\})", text)
+    if match is None:
+        raise ColabCheckError(f"{path.name}: the check cell printed nothing:\n{text}")
+    seen = json.loads(match.group(1))
+    if not seen["colab"]:
+        raise ColabCheckError(f"{path.name}: google.colab was not imported in the kernel")
+    if not Path(seen["eigprec_file"]).resolve().is_relative_to(Path(seen["prefix"]).resolve()):
+        raise ColabCheckError(
+            f"{path.name}: eigprec came from {seen['eigprec_file']}, not from the "
+            f"setup cell's install into {seen['prefix']}"
+        )
+    return seen
+
+
+def _errored(cell: dict) -> bool:
+    return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "_build" / "colab")
+    parser.add_argument("--config", type=Path, default=ROOT / "_config.yml")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = parser.parse_args(argv)
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    url = repository_url(args.config)
+    package = publishable_copy(ROOT, workdir / "checkout")
+    # What a Colab kernel's environment has and has not: none of the book build's settings.
+    for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "PYTHONPATH"):
+        os.environ.pop(name, None)
+    failures = []
+    for path in args.notebooks:
+        t0 = time.monotonic()
+        try:
+            # A new Colab session per notebook: the previous one's install is gone.
+            _, jupyter = make_environment(workdir)
+            os.environ["JUPYTER_PATH"] = str(jupyter)
+            seen = run_notebook(path.resolve(), url, package, workdir, args.timeout)
+        except ColabCheckError as exc:
+            failures.append(path.name)
+            print(f"FAIL {path.name} ({time.monotonic() - t0:.0f} s)\n{exc}")
+            continue
+        print(
+            f"ok   {path.name}: every cell ran in {time.monotonic() - t0:.0f} s in a fresh "
+            "environment where `import eigprec` failed before the setup cell installed it; "
+            f"TF32 emulated: {seen['tf32_emulated']}"
+        )
+    total = time.monotonic() - started
+    print(
+        f"colab check: {len(args.notebooks) - len(failures)} of {len(args.notebooks)} "
+        f"notebooks ran as in Colab, {total:.0f} s in all"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

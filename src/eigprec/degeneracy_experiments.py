@@ -56,6 +56,11 @@ class RotationResult:
         cluster_bound: ``(r,)`` Davis–Kahan bound for the top-2 eigenspace (gap λ₂ − λ₃).
         gap: The small gap λ₁ − λ₂.
         cluster_gap: The gap λ₂ − λ₃ that isolates the top-2 eigenspace.
+
+    Example:
+        >>> r = eigvec_rotation_experiment(n=6, ratios=[0.1, 1.0], trials=3)
+        >>> (r.top1.shape, r.gap, r.cluster_gap)
+        (torch.Size([2, 3]), 0.001, 0.5)
     """
 
     ratios: torch.Tensor
@@ -232,6 +237,11 @@ class SpikeRun:
         seconds: Wall-clock seconds spent inside ``optimizer.step()`` over the whole run.
         factors: ``{step: (L, R)}`` copies of the stored factors (optimizer dtype, CPU) after
             the steps listed in ``keep_factors``.
+
+    Example:
+        >>> run = spike_experiment("SOAP", "highest", shape=(8, 4), steps=6, spike_step=3)
+        >>> (run.steps, run.tf32, run.eig_R.shape, sorted(run.factors))
+        (6, 'none', torch.Size([6, 4]), [2, 3, 4])
     """
 
     label: str

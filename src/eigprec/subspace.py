@@ -236,6 +236,13 @@ class ClusterAngle:
         eigenvalues: ``(largest, smallest)`` eigenvalue of the cluster.
         gap: Distance to the nearest eigenvalue outside the cluster (``inf`` if none).
         angle: Largest principal angle between the two cluster subspaces.
+
+    Example:
+        >>> import torch
+        >>> q = torch.eye(3, dtype=torch.float64)
+        >>> c = cluster_angles(q, q, torch.tensor([3.0, 2.0, 1.0]), rel_gap=0.1)[0]
+        >>> (c.start, c.stop, c.eigenvalues, c.gap, c.angle)
+        (0, 1, (3.0, 3.0), 1.0, 0.0)
     """
 
     start: int

@@ -143,7 +143,7 @@ def subspace_angle(A: torch.Tensor, B: torch.Tensor, k: int, degrees: bool = Tru
 def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
     """Angle between the lines spanned by two vectors (or by the first columns of matrices).
 
-    The sign of an eigenvector is arbitrary, so this is arccos |⟨a, b⟩| / (‖a‖‖b‖), in
+    The sign of an eigenvector is arbitrary, so this is ``arccos |⟨a, b⟩| / (‖a‖‖b‖)``, in
     [0°, 90°]. Vectors need not be normalised.
 
     Args:
@@ -181,7 +181,7 @@ def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
 def eigenvalue_clusters(eigenvalues: torch.Tensor, rel_gap: float) -> list[tuple[int, int]]:
     """Split a sorted spectrum into clusters separated by at least ``rel_gap · max|λ|``.
 
-    The gap is measured relative to the spectral scale max|λ| because the perturbations of
+    The gap is measured relative to the spectral scale ``max|λ|`` because the perturbations of
     interest (rounding in a matrix product, a gradient spike) are proportional to the size of
     the whole matrix, not of the individual eigenvalue.
 

@@ -76,7 +76,7 @@ unit: env
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 strict-book: env
-	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(CACHE_KEY_FILE)
+	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(BUILD)/html $(CACHE_KEY_FILE)
 	$(JB) --all -W
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
 
@@ -92,7 +92,7 @@ site-check: env
 # but it keeps an execution cache the workflow restores on a fresh checkout, where
 # file times are new; so this key hashes contents only (plus EIGPREC_FULL and the
 # device) and lives inside the cache folder it vouches for.
-CONTENT_KEY = $$( { find $(CACHE_INPUTS) -type f ! -path '*/__pycache__/*' \
+CONTENT_KEY = $$( { find $(wildcard $(CACHE_INPUTS)) -type f ! -path '*/__pycache__/*' \
 	! -path '*.egg-info/*' ! -name '*.pyc' -exec sha256sum {} + 2>/dev/null | sort; \
 	echo "full=$${EIGPREC_FULL:-}"; \
 	$(PY) -c 'import torch; c = torch.cuda; print(c.get_device_name() if c.is_available() else "cpu")'; \

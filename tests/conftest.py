@@ -1,9 +1,27 @@
-"""Shared fixtures and paths for the test suite."""
+"""Shared fixtures and paths for the test suite.
 
+emerging-optimizers 0.3.0 (a test-only cross-check dependency) declares Python ≥ 3.12, but on
+3.11 the only thing it lacks is ``typing.override`` (PEP 698), a decorator that has no effect
+at run time. Providing that one name lets the cross-check run on 3.11 as well.
+"""
+
+import sys
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+
+if sys.version_info < (3, 12) and not hasattr(typing, "override"):
+
+    def _override(method):  # as in 3.12: mark for type checkers where possible, else no-op
+        try:
+            method.__override__ = True
+        except (AttributeError, TypeError):
+            pass
+        return method
+
+    typing.override = _override
 
 ROOT = Path(__file__).resolve().parents[1]
 

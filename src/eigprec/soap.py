@@ -1,0 +1,450 @@
+"""A compact reference SOAP optimizer, with KL-Shampoo factor updates and REKLS.
+
+SOAP (Vyas et al., arXiv 2409.11321) keeps Shampoo's Kronecker factors L ≈ E[G Gᵀ] and
+R ≈ E[Gᵀ G] of a 2-D parameter, and runs Adam in the coordinates of their eigenbases Q_L,
+Q_R. KL-Shampoo (Lin et al., arXiv 2509.03378) replaces the factor updates by the ones that
+minimise a KL divergence, which whiten the gradient by the *other* factor:
+
+    L ← β L + (1 − β)/n · G Q_R Λ_R⁻¹ Q_Rᵀ Gᵀ,     R ← β R + (1 − β)/m · Gᵀ Q_L Λ_L⁻¹ Q_Lᵀ G
+
+for an m×n gradient G, where Λ = diag(Qᵀ F Q) are the *approximate* eigenvalues of a factor
+F in its current (possibly stale) basis, clamped below by ``eps``. Those approximate
+eigenvalues are the numerically delicate part: in reduced precision their absolute error
+follows the largest eigenvalue, and the small ones become noise.
+
+This module is written from the papers to reproduce the semantics of
+``emerging_optimizers.soap.SOAP`` 0.3.0 (NVIDIA Emerging-Optimizers): the same constructor
+arguments, state keys, order of operations, bias correction and precision contexts, so that
+its behaviour can be studied and cross-checked on any machine. Options of ours that the
+library lacks: ``dtype`` (float64 reference runs), ``eps_mode``, ``eigval_dtype``,
+``factor_matmul`` and ``track_diagnostics``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+import torch
+from torch.optim import Optimizer
+
+from eigprec.precision import matmul_precision
+
+__all__ = ["REKLS", "SOAP"]
+
+FP32MatmulPrec = Literal["highest", "high", "medium"]
+_PRECISIONS = ("highest", "high", "medium")
+_WEIGHT_DECAY_METHODS = ("decoupled", "independent", "l2", "palm")
+
+
+def _check_unit_interval(name: str, value: object) -> None:
+    if not isinstance(value, int | float) or not (0.0 <= value < 1.0):
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+
+
+class SOAP(Optimizer):
+    """SOAP: Adam in the eigenbasis of Shampoo's Kronecker factors (reference version).
+
+    Each step, for every 2-D parameter with gradient G (m×n):
+
+    1. Update the factors L, R (plain ``G Gᵀ``/``Gᵀ G`` or KL-Shampoo), under
+       ``fp32_matmul_prec``, with β bias-corrected to ``1 − (1 − β)/(1 − βᵗ)``.
+    2. Under ``qr_fp32_matmul_prec``: rotate Adam's first moment back to the parameter
+       basis; sort each basis by descending approximate eigenvalues diag(QᵀFQ), permuting
+       the second moment to match; refresh the basis by ``eigh`` (first step always, every
+       step if ``use_eigh``) or by ``power_iter_steps`` of orthogonal iteration
+       Q ← qr(F Q); rotate the first moment into the new basis.
+    3. Weight decay; project G into the eigenbasis; an Adam step there; project back;
+       optional RMS clipping; ``p ← p − lr · update``.
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate, ≥ 0.
+        betas: Adam's (β₁, β₂), each in [0, 1).
+        shampoo_beta: EMA coefficient of the Kronecker factors, in [0, 1).
+        eps: Adam's ε, and the floor of the approximate eigenvalues in KL-Shampoo.
+        weight_decay: Weight decay coefficient, ≥ 0.
+        weight_decay_method: ``"decoupled"`` (p ← p − lr·wd·p), ``"independent"``
+            (p ← p − wd·p), ``"l2"`` (added to the gradient after the factor update) or
+            ``"palm"`` (p ← p − lr²·wd·p), as in the library.
+        nesterov: Nesterov momentum in the inner Adam.
+        correct_bias: Adam bias correction (and, by default, the factors' β correction).
+        fp32_matmul_prec: Float32 matmul precision of the factor updates and projections.
+            Emerging-Optimizers 0.3.0 defaults to ``'high'`` (TF32 on NVIDIA GPUs); later
+            releases changed it to ``'highest'``. We keep 0.3.0's default to match it.
+        use_eigh: Refresh the basis by ``eigh`` every step instead of orthogonal iteration.
+        qr_fp32_matmul_prec: Float32 matmul precision of the basis refresh (sorting, power
+            iteration, moment rotation); 0.3.0 default ``'high'``.
+        power_iter_steps: Rounds of orthogonal iteration per step, ≥ 0.
+        max_update_rms: Clip the update's RMS to this value; 0 disables clipping.
+        use_kl_shampoo: KL-Shampoo factor updates.
+        correct_shampoo_beta_bias: Bias-correct ``shampoo_beta``; ``None`` follows
+            ``correct_bias``.
+        dtype: Dtype of all optimizer state and arithmetic (float32 or float64). float64
+            runs are the ground truth of the book's experiments: the matmul precision
+            setting does not touch float64 products.
+        eps_mode: ``"absolute"`` clamps approximate eigenvalues at ``eps`` (the library);
+            ``"relative"`` clamps at ``eps × max approximate eigenvalue`` (floor ``eps``
+            while the factor is still zero), so the floor follows the factor's scale.
+        eigval_dtype: Dtype in which the approximate eigenvalues diag(QᵀFQ) are computed
+            (``None``: ``dtype``). ``torch.float64`` is one of the book's remedies.
+        factor_matmul: ``"native"`` or ``"3xtf32"``: compute the products of the factor
+            update with :func:`eigprec.matmul_3xtf32` (error-compensated TF32).
+        track_diagnostics: Record per-step diagnostics in ``self.diagnostics[p]``: the
+            approximate eigenvalues used by KL-Shampoo (before clamping), how many were
+            clamped, the floor, and ‖ΔF‖_F/‖F‖_F of each factor.
+
+    Raises:
+        TypeError: if a parameter is not 2-D, or ``dtype`` is not float32/float64.
+        ValueError: on an out-of-range hyperparameter or unknown option name.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 3))
+        >>> opt = SOAP([w], lr=0.1, use_kl_shampoo=True, fp32_matmul_prec="highest")
+        >>> w.grad = torch.ones(4, 3)
+        >>> opt.step()
+        >>> sorted(opt.state[w])
+        ['L', 'Q_L', 'Q_R', 'R', 'exp_avg', 'exp_avg_sq', 'step']
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.95),
+        shampoo_beta: float = 0.95,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        *,
+        weight_decay_method: str = "decoupled",
+        nesterov: bool = False,
+        correct_bias: bool = True,
+        fp32_matmul_prec: FP32MatmulPrec = "high",
+        use_eigh: bool = False,
+        qr_fp32_matmul_prec: FP32MatmulPrec = "high",
+        power_iter_steps: int = 1,
+        max_update_rms: float = 0.0,
+        use_kl_shampoo: bool = False,
+        correct_shampoo_beta_bias: bool | None = None,
+        dtype: torch.dtype = torch.float32,
+        eps_mode: Literal["absolute", "relative"] = "absolute",
+        eigval_dtype: torch.dtype | None = None,
+        factor_matmul: Literal["native", "3xtf32"] = "native",
+        track_diagnostics: bool = False,
+    ) -> None:
+        if not isinstance(lr, int | float) or not math.isfinite(lr) or lr < 0:
+            raise ValueError(f"lr must be a finite number ≥ 0, got {lr!r}")
+        if not isinstance(betas, tuple | list) or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        _check_unit_interval("betas[0]", betas[0])
+        _check_unit_interval("betas[1]", betas[1])
+        _check_unit_interval("shampoo_beta", shampoo_beta)
+        if not isinstance(eps, int | float) or not (eps > 0 and math.isfinite(eps)):
+            raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+        if not isinstance(weight_decay, int | float) or not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be ≥ 0, got {weight_decay!r}")
+        if weight_decay_method not in _WEIGHT_DECAY_METHODS:
+            raise ValueError(
+                f"weight_decay_method must be one of {_WEIGHT_DECAY_METHODS}, "
+                f"got {weight_decay_method!r}"
+            )
+        for name, prec in (
+            ("fp32_matmul_prec", fp32_matmul_prec),
+            ("qr_fp32_matmul_prec", qr_fp32_matmul_prec),
+        ):
+            if prec not in _PRECISIONS:
+                raise ValueError(f"{name} must be one of {_PRECISIONS}, got {prec!r}")
+        if isinstance(power_iter_steps, bool) or not isinstance(power_iter_steps, int):
+            raise ValueError(f"power_iter_steps must be an int ≥ 0, got {power_iter_steps!r}")
+        if power_iter_steps < 0:
+            raise ValueError(f"power_iter_steps must be ≥ 0, got {power_iter_steps}")
+        if not isinstance(max_update_rms, int | float) or not max_update_rms >= 0:
+            raise ValueError(f"max_update_rms must be ≥ 0, got {max_update_rms!r}")
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        if eigval_dtype not in (None, torch.float32, torch.float64):
+            raise TypeError(f"eigval_dtype must be None, float32 or float64, got {eigval_dtype!r}")
+        if eps_mode not in ("absolute", "relative"):
+            raise ValueError(f"eps_mode must be 'absolute' or 'relative', got {eps_mode!r}")
+        if factor_matmul not in ("native", "3xtf32"):
+            raise ValueError(f"factor_matmul must be 'native' or '3xtf32', got {factor_matmul!r}")
+
+        self.nesterov = bool(nesterov)
+        self.correct_bias = bool(correct_bias)
+        self.weight_decay_method = weight_decay_method
+        self.fp32_matmul_prec = fp32_matmul_prec
+        self.use_eigh = bool(use_eigh)
+        self.qr_fp32_matmul_prec = qr_fp32_matmul_prec
+        self.power_iter_steps = power_iter_steps
+        self.max_update_rms = float(max_update_rms)
+        self.use_kl_shampoo = bool(use_kl_shampoo)
+        self.correct_shampoo_beta_bias = (
+            self.correct_bias if correct_shampoo_beta_bias is None else correct_shampoo_beta_bias
+        )
+        self.dtype = dtype
+        self.eps_mode = eps_mode
+        self.eigval_dtype = dtype if eigval_dtype is None else eigval_dtype
+        self.factor_matmul = factor_matmul
+        self.track_diagnostics = bool(track_diagnostics)
+        self.diagnostics: dict[torch.Tensor, dict[str, Any]] = {}
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "shampoo_beta": shampoo_beta,
+            "eps": eps,
+            "weight_decay": weight_decay,
+        }
+        super().__init__(params, defaults)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a parameter group, rejecting parameters that are not 2-D.
+
+        Args:
+            param_group: As for :meth:`torch.optim.Optimizer.add_param_group`.
+
+        Raises:
+            TypeError: if a parameter is not a 2-D tensor.
+        """
+        params = param_group["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, torch.Tensor) or p.dim() != 2:
+                shape = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
+                raise TypeError(f"SOAP preconditions 2-D parameters only; got shape {shape}")
+        param_group["params"] = params
+        super().add_param_group(param_group)
+
+    # -- products ---------------------------------------------------------------------------
+
+    def _mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if self.factor_matmul == "3xtf32" and a.dtype == torch.float32:
+            from eigprec.tf32 import matmul_3xtf32  # lazy: only this option needs it
+
+            return matmul_3xtf32(a, b)
+        return a @ b
+
+    def _approx_eigvals(self, factor: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
+        # diag(QᵀFQ) as a row-sum of (QᵀF) ∘ Qᵀ: n² work instead of n³ for the full product.
+        f = factor.to(self.eigval_dtype)
+        q = basis.to(self.eigval_dtype)
+        qt_f = self._mm(q.T, f) if self.eigval_dtype == factor.dtype else q.T @ f
+        return (qt_f * q.T).sum(dim=1)
+
+    # -- the four stages of a step ----------------------------------------------------------
+
+    def _update_factors(
+        self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
+    ) -> None:
+        L, R = state["L"], state["R"]
+        old = (L.clone(), R.clone()) if self.track_diagnostics else None
+        if not self.use_kl_shampoo:
+            new_L, new_R = self._mm(grad, grad.T), self._mm(grad.T, grad)
+        else:
+            # Both corrections are computed from the factors *before* either is updated.
+            whiteners = []
+            for side, (factor, basis) in enumerate(((L, state["Q_L"]), (R, state["Q_R"]))):
+                approx = self._approx_eigvals(factor, basis)
+                floor = eps
+                if self.eps_mode == "relative":
+                    top = approx.max().item()
+                    floor = eps * top if top > 0 else eps
+                scale = approx.clamp_min(floor).reciprocal() / grad.shape[side]
+                whiteners.append(self._mm(basis * scale.to(basis.dtype)[None, :], basis.T))
+                if self.track_diagnostics:
+                    key = "LR"[side]
+                    diag[f"approx_{key}"] = approx.detach().to("cpu", torch.float64)
+                    diag[f"clamped_{key}"] = int((approx < floor).sum().item())
+                    diag[f"floor_{key}"] = float(floor)
+            # The left factor is whitened by the right one and vice versa.
+            new_L = self._mm(self._mm(grad, whiteners[1]), grad.T)
+            new_R = self._mm(self._mm(grad.T, whiteners[0]), grad)
+        L.lerp_(new_L, 1.0 - beta)
+        R.lerp_(new_R, 1.0 - beta)
+        if old is not None:
+            for key, before, after in (("L", old[0], L), ("R", old[1], R)):
+                size = torch.linalg.matrix_norm(after.double()).item()
+                change = torch.linalg.matrix_norm((after - before).double()).item()
+                diag[f"rel_change_{key}"] = change / size if size > 0 else math.inf
+
+    @staticmethod
+    def _eigh_descending(factor: torch.Tensor) -> torch.Tensor:
+        try:
+            _, vectors = torch.linalg.eigh(factor)
+        except (torch.linalg.LinAlgError, RuntimeError):
+            # As the library does: retry a failed float32 decomposition in float64.
+            _, vectors = torch.linalg.eigh(factor.double())
+            vectors = vectors.to(factor.dtype)
+        return vectors.flip(-1)
+
+    def _refresh_basis(self, state: dict[str, Any], eigh_now: bool) -> None:
+        Q_L, Q_R = state["Q_L"], state["Q_R"]
+        momentum = Q_L @ state["exp_avg"] @ Q_R.T  # back to the parameter's coordinates
+        second = state["exp_avg_sq"]
+        bases = []
+        for axis, (factor, basis) in enumerate(((state["L"], Q_L), (state["R"], Q_R))):
+            order = torch.argsort(self._approx_eigvals(factor, basis), descending=True)
+            basis = basis[:, order]
+            second = second.index_select(axis, order)
+            if eigh_now:
+                basis = self._eigh_descending(factor)
+            else:
+                for _ in range(self.power_iter_steps):
+                    basis = torch.linalg.qr(factor @ basis).Q
+            bases.append(basis)
+        state["Q_L"], state["Q_R"] = bases
+        state["exp_avg"] = bases[0].T @ momentum @ bases[1]
+        state["exp_avg_sq"] = second
+
+    def _adam_direction(
+        self, state: dict[str, Any], g: torch.Tensor, group: dict[str, Any], t: int
+    ) -> torch.Tensor:
+        beta1, beta2 = group["betas"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.lerp_(g, 1.0 - beta1)
+        v.lerp_(g.square(), 1.0 - beta2)
+        c1 = 1.0 - beta1**t if self.correct_bias else 1.0
+        c2 = 1.0 - beta2**t if self.correct_bias else 1.0
+        if self.nesterov:
+            c_next = 1.0 - beta1 ** (t + 1) if self.correct_bias else 1.0
+            numerator = beta1 * m / c_next + (1.0 - beta1) * g / c1
+        else:
+            numerator = m / c1
+        return numerator / ((v / c2).sqrt() + group["eps"])
+
+    def _weight_decay(self, p: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> None:
+        wd, lr = group["weight_decay"], group["lr"]
+        if wd == 0:
+            return
+        if self.weight_decay_method == "decoupled":
+            p.mul_(1.0 - lr * wd)
+        elif self.weight_decay_method == "independent":
+            p.mul_(1.0 - wd)
+        elif self.weight_decay_method == "palm":
+            p.mul_(1.0 - lr * lr * wd)
+        else:  # l2: enters the Adam step, not the factors (they were updated already)
+            grad.add_(p.detach().to(grad.dtype), alpha=wd)
+
+    # -- public API -------------------------------------------------------------------------
+
+    def _init_state(self, p: torch.Tensor) -> dict[str, Any]:
+        m, n = p.shape
+        kw = {"device": p.device, "dtype": self.dtype}
+        return {
+            "step": 0,
+            "exp_avg": torch.zeros(m, n, **kw),
+            "exp_avg_sq": torch.zeros(m, n, **kw),
+            "L": torch.zeros(m, m, **kw),
+            "R": torch.zeros(n, n, **kw),
+            "Q_L": torch.eye(m, **kw),
+            "Q_R": torch.eye(n, **kw),
+        }
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
+        """Take one optimization step for every parameter that has a gradient.
+
+        Args:
+            closure: Not supported; must be ``None``.
+
+        Raises:
+            ValueError: if a closure is given, or a gradient contains NaN or inf.
+            TypeError: if a parameter is not 2-D.
+        """
+        if closure is not None:
+            raise ValueError("SOAP does not support a closure; call step() after backward()")
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.dim() != 2:
+                    raise TypeError(f"SOAP preconditions 2-D parameters only; got {p.shape}")
+                if not torch.isfinite(p.grad).all():
+                    raise ValueError(f"gradient of a {tuple(p.shape)} parameter has NaN or inf")
+                self._step_one(p, group)
+
+    def _step_one(self, p: torch.Tensor, group: dict[str, Any]) -> None:
+        grad = p.grad.detach().to(self.dtype, copy=True)
+        state = self.state[p]
+        if not state:
+            state.update(self._init_state(p))
+        t = state["step"] + 1  # 1-based, for the bias corrections
+        beta = group["shampoo_beta"]
+        if self.correct_shampoo_beta_bias:
+            # EMA with bias correction: at t = 1 the factor is the first update itself.
+            beta = 1.0 - (1.0 - beta) / (1.0 - beta**t)
+        diag: dict[str, Any] = {}
+
+        with matmul_precision(self.fp32_matmul_prec):
+            self._update_factors(state, grad, beta, group["eps"], diag)
+        with matmul_precision(self.qr_fp32_matmul_prec):
+            self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
+        self._weight_decay(p, grad, group)
+        Q_L, Q_R = state["Q_L"], state["Q_R"]
+        with matmul_precision(self.fp32_matmul_prec):
+            g_rot = Q_L.T @ grad @ Q_R
+        direction = self._adam_direction(state, g_rot, group, t)
+        with matmul_precision(self.fp32_matmul_prec):
+            update = Q_L @ direction @ Q_R.T
+        if self.max_update_rms > 0:
+            rms = update.square().mean().sqrt()
+            update.mul_((self.max_update_rms / (rms + 1e-7)).clamp(max=1.0))
+        p.add_(update.to(p.dtype), alpha=-group["lr"])
+        state["step"] += 1
+        if self.track_diagnostics:
+            self.diagnostics[p] = diag
+
+
+class REKLS(SOAP):
+    """REKLS: SOAP with KL-Shampoo factor updates and an ``eigh`` basis refresh every step.
+
+    "Realtime eigen" KL-SOAP: the basis is recomputed exactly from the factors that already
+    include the current gradient. Equivalent to ``SOAP(..., use_eigh=True,
+    use_kl_shampoo=True)``; every other keyword of :class:`SOAP` is accepted (the library's
+    0.3.0 REKLS does not expose ``fp32_matmul_prec``, so there it is always ``'high'``).
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate.
+        betas: Adam's (β₁, β₂).
+        shampoo_beta: EMA coefficient of the Kronecker factors.
+        eps: Adam's ε and the KL-Shampoo eigenvalue floor.
+        weight_decay: Weight decay coefficient.
+        **kwargs: Any other keyword of :class:`SOAP` except ``use_eigh``/``use_kl_shampoo``.
+
+    Raises:
+        TypeError: if ``use_eigh`` or ``use_kl_shampoo`` is passed, plus :class:`SOAP`'s errors.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 3))
+        >>> opt = REKLS([w], lr=0.1, fp32_matmul_prec="highest")
+        >>> opt.use_eigh, opt.use_kl_shampoo
+        (True, True)
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.95),
+        shampoo_beta: float = 0.95,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        **kwargs: Any,
+    ) -> None:
+        for fixed in ("use_eigh", "use_kl_shampoo"):
+            if fixed in kwargs:
+                raise TypeError(f"REKLS fixes {fixed}=True; use SOAP to choose it")
+        super().__init__(
+            params,
+            lr,
+            betas,
+            shampoo_beta,
+            eps,
+            weight_decay,
+            use_eigh=True,
+            use_kl_shampoo=True,
+            **kwargs,
+        )

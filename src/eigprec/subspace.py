@@ -1,0 +1,358 @@
+"""Subspace geometry: principal angles, eigenvector clusters and the Davis–Kahan bound.
+
+An eigenvector is only defined up to sign, and the eigenvectors of a repeated (or nearly
+repeated) eigenvalue only up to a rotation inside their eigenspace. The quantities here are
+invariant to exactly those ambiguities: principal angles between column spans, the angle
+between two lines (not two vectors), and angles reported per cluster of eigenvalues that is
+separated from the rest of the spectrum by a stated gap — the case in which the Davis–Kahan
+sin θ theorem (Davis & Kahan, 1970) makes the subspace stable under perturbation.
+
+All computations run in float64 whatever the input dtype, so the measuring instrument is
+never the limiting precision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "ClusterAngle",
+    "cluster_angles",
+    "davis_kahan_bound",
+    "eigenvalue_clusters",
+    "principal_angles",
+    "subspace_angle",
+    "top1_angle",
+]
+
+# Columns count as orthonormal when ‖AᵀA − I‖_max is below this; float32 QR and eigh
+# outputs sit near 1e-6, so the slack only rejects matrices that are not bases at all.
+_ORTHONORMAL_TOL = 1e-3
+
+
+def _as_float64_matrix(x: object, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dim() == 1:
+        x = x[:, None]
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be a vector or a matrix, got shape {tuple(x.shape)}")
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+    x = x.detach().to(device="cpu", dtype=torch.float64)
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return x
+
+
+def _check_orthonormal(x: torch.Tensor, name: str) -> None:
+    if x.shape[1] > x.shape[0]:
+        raise ValueError(
+            f"{name} has more columns than rows ({tuple(x.shape)}); it cannot have "
+            "orthonormal columns"
+        )
+    defect = (x.T @ x - torch.eye(x.shape[1], dtype=x.dtype)).abs().max().item()
+    if defect > _ORTHONORMAL_TOL:
+        raise ValueError(
+            f"{name} must have orthonormal columns; max |{name}ᵀ{name} − I| = {defect:.3g}"
+        )
+
+
+def _to_unit(angles: torch.Tensor, degrees: bool) -> torch.Tensor:
+    return torch.rad2deg(angles) if degrees else angles
+
+
+def principal_angles(A: torch.Tensor, B: torch.Tensor, degrees: bool = True) -> torch.Tensor:
+    """Principal angles between the column spans of two orthonormal blocks.
+
+    The cosines are the singular values of AᵀB, clamped to [0, 1] because rounding can push
+    them just past 1. Angles below 45° are taken instead from the singular values of
+    (I − AAᵀ)B (their sines), because arccos loses half the digits near cos = 1 and the
+    small angles are the ones a precision study needs to resolve (Knyazev & Argentati's
+    combination of the two).
+
+    Args:
+        A: ``(n, p)`` tensor with orthonormal columns (a vector is treated as one column).
+        B: ``(n, q)`` tensor with orthonormal columns.
+        degrees: Return degrees (default) instead of radians.
+
+    Returns:
+        The ``min(p, q)`` principal angles in ascending order, float64 on the CPU.
+
+    Raises:
+        TypeError: if an argument is not a floating-point tensor.
+        ValueError: on mismatched row counts, NaN/inf entries or non-orthonormal columns.
+
+    Example:
+        >>> import torch
+        >>> e = torch.eye(3, dtype=torch.float64)
+        >>> principal_angles(e[:, :2], e[:, 1:]).tolist()
+        [0.0, 90.0]
+    """
+    A = _as_float64_matrix(A, "A")
+    B = _as_float64_matrix(B, "B")
+    if A.shape[0] != B.shape[0]:
+        raise ValueError(f"A and B must have the same number of rows, got {A.shape} and {B.shape}")
+    _check_orthonormal(A, "A")
+    _check_orthonormal(B, "B")
+    if B.shape[1] > A.shape[1]:
+        A, B = B, A  # angles are symmetric; (I − AAᵀ)B below needs q ≤ p
+    cosines = torch.linalg.svdvals(A.T @ B).clamp(0.0, 1.0)  # descending
+    from_cos = torch.arccos(cosines)  # ascending
+    sines = torch.linalg.svdvals(B - A @ (A.T @ B)).clamp(0.0, 1.0).flip(0)  # ascending
+    from_sin = torch.arcsin(sines)
+    angles = torch.where(cosines > math.sqrt(0.5), from_sin, from_cos)
+    return _to_unit(angles, degrees)
+
+
+def subspace_angle(A: torch.Tensor, B: torch.Tensor, k: int, degrees: bool = True) -> float:
+    """Largest principal angle between the spans of the first ``k`` columns of A and B.
+
+    Args:
+        A: ``(n, p)`` orthonormal columns, ``p ≥ k``.
+        B: ``(n, q)`` orthonormal columns, ``q ≥ k``.
+        k: Number of leading columns to compare.
+        degrees: Degrees (default) or radians.
+
+    Returns:
+        The largest principal angle, a Python float.
+
+    Raises:
+        ValueError: if ``k`` is not a positive integer within both column counts, plus the
+            errors of :func:`principal_angles`.
+
+    Example:
+        >>> import torch
+        >>> q = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64)).Q
+        >>> round(subspace_angle(q, q[:, [1, 0, 2, 3, 4, 5]], k=2), 6)
+        0.0
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    for name, x in (("A", A), ("B", B)):
+        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] < k:
+            raise ValueError(f"{name} has {x.shape[1]} columns, fewer than k={k}")
+    return principal_angles(A[:, :k], B[:, :k], degrees=degrees).max().item()
+
+
+def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
+    """Angle between the lines spanned by two vectors (or by the first columns of matrices).
+
+    The sign of an eigenvector is arbitrary, so this is ``arccos |⟨a, b⟩| / (‖a‖‖b‖)``, in
+    [0°, 90°]. Vectors need not be normalised.
+
+    Args:
+        a: A vector, or a matrix whose first column is used.
+        b: Same, with the same length.
+        degrees: Degrees (default) or radians.
+
+    Returns:
+        The angle as a Python float.
+
+    Raises:
+        TypeError: if an argument is not a floating-point tensor.
+        ValueError: on mismatched lengths, NaN/inf or a zero vector.
+
+    Example:
+        >>> import torch
+        >>> round(top1_angle(torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1.0])), 9)
+        45.0
+    """
+    u = _as_float64_matrix(a, "a")[:, 0]
+    v = _as_float64_matrix(b, "b")[:, 0]
+    if u.shape != v.shape:
+        raise ValueError(f"a and b must have the same length, got {u.numel()} and {v.numel()}")
+    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
+    if nu == 0 or nv == 0:
+        raise ValueError("a zero vector spans no line; its angle is undefined")
+    u, v = u / nu, v / nv
+    # atan2(‖u − (u·v)v‖, |u·v|) keeps full accuracy at both small and right angles.
+    c = torch.dot(u, v)
+    s = torch.linalg.vector_norm(u - c * v)
+    angle = torch.atan2(s, c.abs())
+    return _to_unit(angle, degrees).item()
+
+
+def eigenvalue_clusters(eigenvalues: torch.Tensor, rel_gap: float) -> list[tuple[int, int]]:
+    """Split a sorted spectrum into clusters separated by at least ``rel_gap · max|λ|``.
+
+    The gap is measured relative to the spectral scale ``max|λ|`` because the perturbations of
+    interest (rounding in a matrix product, a gradient spike) are proportional to the size of
+    the whole matrix, not of the individual eigenvalue.
+
+    Args:
+        eigenvalues: 1-D tensor sorted in either ascending or descending order.
+        rel_gap: Relative gap that separates clusters, ``0 < rel_gap``.
+
+    Returns:
+        Half-open index ranges ``(start, stop)`` covering all indices in order.
+
+    Raises:
+        TypeError: if ``eigenvalues`` is not a floating-point tensor.
+        ValueError: if it is not 1-D, is empty, contains NaN/inf, is unsorted, or if
+            ``rel_gap`` is not positive.
+
+    Example:
+        >>> import torch
+        >>> eigenvalues_ = torch.tensor([10.0, 9.99, 5.0, 1.0, 0.999])
+        >>> eigenvalue_clusters(eigenvalues_, rel_gap=0.01)
+        [(0, 2), (2, 3), (3, 5)]
+    """
+    lam = _check_eigenvalues(eigenvalues)
+    if not (isinstance(rel_gap, int | float) and math.isfinite(rel_gap) and rel_gap > 0):
+        raise ValueError(f"rel_gap must be a positive finite number, got {rel_gap!r}")
+    scale = lam.abs().max().item()
+    gaps = (lam[1:] - lam[:-1]).abs()
+    cuts = [0, *(i + 1 for i in range(gaps.numel()) if gaps[i].item() >= rel_gap * scale)]
+    return list(zip(cuts, [*cuts[1:], lam.numel()], strict=True))
+
+
+def _check_eigenvalues(eigenvalues: object) -> torch.Tensor:
+    if not isinstance(eigenvalues, torch.Tensor) or not eigenvalues.is_floating_point():
+        raise TypeError("eigenvalues must be a floating-point torch.Tensor")
+    if eigenvalues.dim() != 1 or eigenvalues.numel() == 0:
+        raise ValueError(f"eigenvalues must be a non-empty 1-D tensor, got {eigenvalues.shape}")
+    lam = eigenvalues.detach().to("cpu", torch.float64)
+    if not torch.isfinite(lam).all():
+        raise ValueError("eigenvalues contain NaN or inf")
+    d = lam[1:] - lam[:-1]
+    if not ((d >= 0).all() or (d <= 0).all()):
+        raise ValueError("eigenvalues must be sorted (ascending or descending)")
+    return lam
+
+
+@dataclass(frozen=True)
+class ClusterAngle:
+    """Largest principal angle between two bases restricted to one eigenvalue cluster.
+
+    Attributes:
+        start: First column index of the cluster.
+        stop: One past its last column index.
+        eigenvalues: ``(largest, smallest)`` eigenvalue of the cluster.
+        gap: Distance to the nearest eigenvalue outside the cluster (``inf`` if none).
+        angle: Largest principal angle between the two cluster subspaces.
+
+    Example:
+        >>> import torch
+        >>> q = torch.eye(3, dtype=torch.float64)
+        >>> c = cluster_angles(q, q, torch.tensor([3.0, 2.0, 1.0]), rel_gap=0.1)[0]
+        >>> (c.start, c.stop, c.eigenvalues, c.gap, c.angle)
+        (0, 1, (3.0, 3.0), 1.0, 0.0)
+    """
+
+    start: int
+    stop: int
+    eigenvalues: tuple[float, float]
+    gap: float
+    angle: float
+
+
+def cluster_angles(
+    Q_a: torch.Tensor,
+    Q_b: torch.Tensor,
+    eigenvalues: torch.Tensor,
+    rel_gap: float,
+    degrees: bool = True,
+) -> list[ClusterAngle]:
+    """Compare two eigenbases only where the comparison means something.
+
+    Columns are grouped into clusters by :func:`eigenvalue_clusters`; inside a cluster the
+    individual eigenvectors are arbitrary, so the comparison reports one number per cluster,
+    the largest principal angle between the spans. Both bases must order their columns like
+    ``eigenvalues`` (the reference spectrum, usually that of ``Q_a``).
+
+    Args:
+        Q_a: ``(n, k)`` orthonormal columns, the reference basis.
+        Q_b: ``(n, k)`` orthonormal columns to compare with it.
+        eigenvalues: ``(k,)`` sorted eigenvalues belonging to the columns of ``Q_a``.
+        rel_gap: Relative spectral gap that separates clusters (see
+            :func:`eigenvalue_clusters`).
+        degrees: Degrees (default) or radians.
+
+    Returns:
+        One :class:`ClusterAngle` per cluster, in column order.
+
+    Raises:
+        ValueError: if the shapes disagree, plus the errors of :func:`principal_angles` and
+            :func:`eigenvalue_clusters`.
+
+    Example:
+        >>> import torch
+        >>> q = torch.eye(3, dtype=torch.float64)
+        >>> r = q[:, [1, 0, 2]]  # swaps two eigenvectors of a repeated eigenvalue
+        >>> [c.angle for c in cluster_angles(q, r, torch.tensor([2.0, 2.0, 1.0]), 0.1)]
+        [0.0, 0.0]
+    """
+    A = _as_float64_matrix(Q_a, "Q_a")
+    B = _as_float64_matrix(Q_b, "Q_b")
+    lam = _check_eigenvalues(eigenvalues)
+    if A.shape != B.shape or A.shape[1] != lam.numel():
+        raise ValueError(
+            f"Q_a {tuple(A.shape)}, Q_b {tuple(B.shape)} and eigenvalues {tuple(lam.shape)} "
+            "must agree in their number of columns"
+        )
+    _check_orthonormal(A, "Q_a")
+    _check_orthonormal(B, "Q_b")
+    out = []
+    for start, stop in eigenvalue_clusters(lam, rel_gap):
+        inside = lam[start:stop]
+        outside = torch.cat([lam[:start], lam[stop:]])
+        if outside.numel():
+            gap = (outside[:, None] - inside[None, :]).abs().min().item()
+        else:
+            gap = math.inf
+        angle = principal_angles(A[:, start:stop], B[:, start:stop], degrees=degrees).max()
+        out.append(
+            ClusterAngle(
+                start=start,
+                stop=stop,
+                eigenvalues=(inside.max().item(), inside.min().item()),
+                gap=gap,
+                angle=angle.item(),
+            )
+        )
+    return out
+
+
+def davis_kahan_bound(perturbation_norm: float, gap: float, degrees: bool = True) -> float:
+    """Davis–Kahan sin θ bound on how far an isolated eigenspace can turn.
+
+    For symmetric A and A + E, an eigenspace of A whose eigenvalues are separated by ``gap``
+    from the rest of A's spectrum turns by a largest principal angle θ with
+    sin θ ≤ ‖E‖₂ / (gap − ‖E‖₂) whenever ‖E‖₂ < gap. This is the sin θ theorem of Davis and
+    Kahan (1970), stated with the unperturbed gap: by Weyl's inequality the perturbed
+    eigenvalues move by at most ‖E‖₂, which shrinks the separation the theorem needs to
+    ``gap − ‖E‖₂``. Beyond that no angle is excluded and the bound is 90°.
+
+    Args:
+        perturbation_norm: Spectral norm ‖E‖₂ ≥ 0 of the perturbation.
+        gap: Separation ``> 0`` of the eigenspace's eigenvalues from the rest of the spectrum.
+        degrees: Degrees (default) or radians.
+
+    Returns:
+        The bound on the largest principal angle.
+
+    Raises:
+        ValueError: if ``perturbation_norm`` is negative or not finite, or ``gap`` is not a
+            positive number.
+
+    Example:
+        >>> round(davis_kahan_bound(0.1, 1.1), 4)
+        5.7392
+    """
+    if not (isinstance(perturbation_norm, int | float) and math.isfinite(perturbation_norm)):
+        raise ValueError(f"perturbation_norm must be a finite number, got {perturbation_norm!r}")
+    if perturbation_norm < 0:
+        raise ValueError(f"perturbation_norm must be ≥ 0, got {perturbation_norm}")
+    if not (isinstance(gap, int | float) and gap > 0 and not math.isnan(gap)):
+        raise ValueError(f"gap must be a positive number, got {gap!r}")
+    if perturbation_norm >= gap:
+        angle = math.pi / 2
+    else:
+        angle = math.asin(min(1.0, perturbation_norm / (gap - perturbation_norm)))
+    return math.degrees(angle) if degrees else angle

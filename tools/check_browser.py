@@ -335,12 +335,19 @@ def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -
         report.problems.append(f"raw math in the visible text: …{context}…")
     if shots is not None:
         height = min(max(seen["height"], 600), SCREENSHOT_MAX_HEIGHT)
-        shot = client.call(
-            "Page.captureScreenshot",
-            format="png",
-            captureBeyondViewport=True,
-            clip={"x": 0, "y": 0, "width": 1280, "height": height, "scale": 1},
+        # Make the viewport as tall as the page rather than capturing beyond it: with
+        # captureBeyondViewport the theme's sticky layout came out shifted sideways.
+        client.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
         )
+        client.call("Runtime.evaluate", expression="window.scrollTo(0, 0)")
+        client.drain(0.5)
+        shot = client.call("Page.captureScreenshot", format="png")
+        client.call("Emulation.clearDeviceMetricsOverride")
         path = shots / (page.removesuffix(".html").replace("/", "__") + ".png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))

@@ -103,3 +103,10 @@ def test_rocm_device_is_emulated(monkeypatch):
     # ROCm builds answer torch.cuda too; TF32 tensor cores are NVIDIA's.
     _fake_cuda(monkeypatch, "AMD Instinct MI300X", (9, 4), hip="6.2")
     assert describe_runtime().tf32_emulated is True
+
+
+def test_importing_the_package_does_not_import_cupy():
+    import subprocess
+
+    code = "import sys, eigprec; sys.exit('cupy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -8,8 +8,8 @@ from eigprec import book as book_module
 from eigprec import glue, load_record, progress
 
 
-def test_glue_returns_value_and_validates_name():
-    assert glue("a_name-1", 3.5) == 3.5
+def test_glue_validates_name_and_returns_nothing_to_display():
+    assert glue("a_name-1", 3.5) is None
     with pytest.raises(ValueError, match="glue name"):
         glue("bad name", 1)
     with pytest.raises(ValueError, match="glue name"):

@@ -15,7 +15,7 @@ __all__ = ["glue", "load_record", "progress", "record_dirs"]
 T = TypeVar("T")
 
 
-def glue(name: str, value: T, display: bool = False) -> T:
+def glue(name: str, value: object, display: bool = False) -> None:
     """Make ``value`` available to the chapter's prose (MyST-NB's ``glue:text`` role).
 
     Uses MyST-NB's ``glue`` when it is installed (the book build); elsewhere
@@ -27,14 +27,13 @@ def glue(name: str, value: T, display: bool = False) -> T:
         display: also show the value where the cell runs.
 
     Returns:
-        ``value`` itself, so a cell can glue and keep using a value in one line.
+        None, so a cell that ends with a ``glue`` call shows no stray value.
 
     Raises:
         ValueError: if ``name`` is empty or holds other characters.
 
     Example:
-        >>> glue("answer", 42)
-        42
+        >>> glue("answer", 42)  # in a chapter: {glue:text}`answer`
     """
     if not name or not all(c.isalnum() or c in "_-" for c in name):
         raise ValueError(f"glue name must be letters, digits, '_' or '-'; got {name!r}")
@@ -49,7 +48,6 @@ def glue(name: str, value: T, display: bool = False) -> T:
         from IPython.display import display as _display
 
         _display(value)
-    return value
 
 
 def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:

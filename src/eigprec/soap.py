@@ -246,10 +246,12 @@ class SOAP(Optimizer):
             whiteners = []
             for side, (factor, basis) in enumerate(((L, state["Q_L"]), (R, state["Q_R"]))):
                 approx = self._approx_eigvals(factor, basis)
-                floor = eps
+                floor: float | torch.Tensor = eps
                 if self.eps_mode == "relative":
-                    top = approx.max().item()
-                    floor = eps * top if top > 0 else eps
+                    # Kept on the device: reading the maximum back would stall a GPU
+                    # once per factor and step.
+                    top = approx.max()
+                    floor = torch.where(top > 0, eps * top, torch.full_like(top, eps))
                 scale = approx.clamp_min(floor).reciprocal() / grad.shape[side]
                 whiteners.append(self._mm(basis * scale.to(basis.dtype)[None, :], basis.T))
                 if self.track_diagnostics:

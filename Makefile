@@ -39,9 +39,10 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@# emerging-optimizers 0.3.0 declares Python >= 3.12 (see requirements.txt).
-	$(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))' && \
+	if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then \
 	  $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
-	    --ignore-requires-python emerging-optimizers==0.3.0 || true
+	    --ignore-requires-python emerging-optimizers==0.3.0; \
+	fi
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (eigprec)" >/dev/null
 	@touch $@

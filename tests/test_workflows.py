@@ -76,10 +76,33 @@ def test_triggers(book):
     assert book["permissions"] == {"contents": "read"}
 
 
-def test_build_runs_on_the_gpu_runner_variable_or_a_standard_runner(book):
-    runs_on = book["jobs"]["build"]["runs-on"]
-    assert "vars.GPU_RUNNER" in runs_on and "'ubuntu-latest'" in runs_on
-    assert "fromJSON(vars.GPU_RUNNER)" in runs_on  # a list of labels works too
+def _pick_runner(book, tmp_path, gpu_runner: str, trusted: str) -> str:
+    """Run the runner job's script as Actions would and return the labels it outputs."""
+    step = book["jobs"]["runner"]["steps"][0]
+    out = tmp_path / "github_output"
+    out.write_text("")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPU_RUNNER": gpu_runner,
+        "TRUSTED": trusted,
+        "GITHUB_OUTPUT": str(out),
+    }
+    subprocess.run(["bash", "-e", "-c", step["run"]], env=env, check=True, capture_output=True)
+    (line,) = [x for x in out.read_text().splitlines() if x.startswith("labels=")]
+    return line.removeprefix("labels=")
+
+
+def test_build_runs_on_the_gpu_runner_variable_or_a_standard_runner(book, tmp_path):
+    assert book["jobs"]["build"]["runs-on"] == "${{ fromJSON(needs.runner.outputs.labels) }}"
+    env = book["jobs"]["runner"]["steps"][0]["env"]
+    assert env["GPU_RUNNER"] == "${{ vars.GPU_RUNNER }}"
+    # A fork's pull request is not trusted with a self-hosted GPU machine.
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in env["TRUSTED"]
+    assert _pick_runner(book, tmp_path, "", "true") == '["ubuntu-latest"]'
+    assert _pick_runner(book, tmp_path, "gpu-a100", "true") == '["gpu-a100"]'
+    labels = '["self-hosted", "linux", "gpu"]'
+    assert _pick_runner(book, tmp_path, labels, "true") == labels
+    assert _pick_runner(book, tmp_path, "gpu-a100", "false") == '["ubuntu-latest"]'
 
 
 def test_build_executes_at_full_scale_on_python_312_with_the_gpu_extra(book):
@@ -89,8 +112,11 @@ def test_build_executes_at_full_scale_on_python_312_with_the_gpu_extra(book):
     assert "python-version: '3.12'" in steps
     assert "nvidia-smi" in steps
     assert "make env" in steps  # requirements.txt and the package, as the Makefile does
-    gpu = next(s for s in build["steps"] if ".[gpu]" in s.get("run", ""))
+    gpu = next(s for s in build["steps"] if ".[$extra]" in s.get("run", ""))
     assert gpu["if"] == "steps.gpu.outputs.present == 'true'"
+    assert "extra=gpu" in gpu["run"] and "extra=gpu-cuda13" in gpu["run"]
+    unit = next(s for s in build["steps"] if s.get("run") == "make unit")
+    assert unit["if"] == "steps.gpu.outputs.present == 'true'"
     assert "make publish" in steps and "make site-check" in steps
     upload = next(s for s in build["steps"] if "upload-pages-artifact" in s.get("uses", ""))
     assert upload["with"]["path"] == "_build/html"

@@ -363,11 +363,6 @@ MATMUL_CASES = [
     ),
     ("linear", lambda: F.linear(_M, _N.T, _C[0]), lambda: F.linear(_r(_M), _r(_N.T), _C[0])),
     ("nn.Linear", None, None),
-    (
-        "multi_dot",
-        lambda: torch.linalg.multi_dot([_M, _N, _C.T]),
-        lambda: torch.linalg.multi_dot([_r(_M), _r(_N), _r(_C.T)]),
-    ),
 ]
 MATMUL_CASES = [c for c in MATMUL_CASES if c[1] is not None]
 
@@ -386,6 +381,51 @@ def test_each_matmul_op_is_emulated(precision, name, call, rounded):
     precision(False)
     with emulate_tf32():
         assert torch.equal(call(), native)  # 'highest': nothing changes
+
+
+def test_chains_round_every_intermediate_product_as_a_gpu_does(precision):
+    # A TF32 GPU runs multi_dot / chain_matmul / 3-operand einsum as a chain of GEMMs,
+    # each rounding its operands -- the intermediate product included.
+    a, b, c = _M, _N, _C.T
+    left = _r(_r(a) @ _r(b)) @ _r(c)
+    right = _r(a) @ _r(_r(b) @ _r(c))
+    once = torch.linalg.multi_dot([_r(a), _r(b), _r(c)])  # intermediate not rounded
+    precision(True)
+    with emulate_tf32():
+        chained = [
+            torch.linalg.multi_dot([a, b, c]),
+            torch.einsum("ij,jk,kl->il", a, b, c),
+            (a @ b) @ c,
+        ]
+    for got in chained:
+        assert torch.equal(got, left) or torch.equal(got, right)
+        assert not torch.equal(got, once)
+
+
+def test_one_operand_einsum_is_a_reduction_not_a_gemm(precision):
+    precision(True)
+    with emulate_tf32():
+        assert torch.equal(torch.einsum("ij->i", _M), _M.sum(1))
+        assert torch.equal(torch.einsum("ii->", _C[:3]), torch.trace(_C[:3]))
+
+
+def test_autocast_operands_are_not_rounded_twice(precision):
+    precision(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        native = _M @ _N
+        with emulate_tf32():
+            assert torch.equal(_M @ _N, native)
+
+
+def test_backward_products_are_emulated_too(precision):
+    # Autograd's GEMMs (here grad_a = grad_out @ b.T) reach the same ATen operators.
+    a = _M.clone().requires_grad_(True)
+    grad_out = torch.randn(_M.shape[0], _N.shape[1], generator=torch.Generator().manual_seed(3))
+    precision(True)
+    with emulate_tf32():
+        (a @ _N).backward(grad_out)
+    assert torch.equal(a.grad, _r(grad_out) @ _r(_N.T))
+    assert not torch.equal(a.grad, grad_out @ _N.T)
 
 
 def test_nn_linear_module_is_emulated(precision):

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "ROUNDINGS",
@@ -269,161 +268,82 @@ def _capability(index: int) -> tuple[int, int]:
 
 # --- the emulating mode -------------------------------------------------------------
 
-# Which arguments are *not* multiplied (the additive term and outputs) per op.
-_ADDITIVE = {"input": 0}
-_BIAS = {"bias": 2}
+# The mode works at the level of ATen operators, below autograd, autocast and the
+# Python-level wrappers: `@`, `matmul`, `einsum`, `tensordot`, `linear`, `multi_dot`,
+# `cdist`, attention's math path and autograd's own backward products all reach the
+# GEMM kernels below, so rounding there treats every real GEMM (intermediate
+# products of a chain included) as cuBLAS does, and nothing else: `mv` and `dot` run
+# on CUDA cores without TF32 on a GPU, reductions are not products, and autocast has
+# already cast to fp16/bf16 by the time an op arrives here.
+_aten = torch.ops.aten
 
+# ATen GEMM overload packet -> positions of the multiplied operands (the additive
+# `self` of addmm-style ops is not multiplied and stays float32, as in cuBLAS).
+_GEMMS: dict[Any, tuple[int, ...]] = {
+    _aten.mm: (0, 1),
+    _aten.bmm: (0, 1),
+    _aten.addmm: (1, 2),
+    _aten.addmm_: (1, 2),
+    _aten.baddbmm: (1, 2),
+    _aten.baddbmm_: (1, 2),
+    _aten.addbmm: (1, 2),
+    _aten.addbmm_: (1, 2),
+    _aten._addmm_activation: (1, 2),
+}
 
-def _matmul_family() -> dict[Callable[..., Any], dict[str, int]]:
-    t = torch.Tensor
-    family: dict[Callable[..., Any], dict[str, int]] = {}
-    plain = [
-        torch.matmul,
-        t.matmul,
-        t.__matmul__,
-        t.__rmatmul__,
-        torch.linalg.matmul,
-        torch.mm,
-        t.mm,
-        torch.bmm,
-        t.bmm,
-        torch.tensordot,
-        torch.linalg.multi_dot,
-        torch.chain_matmul,
-        torch.einsum,
-    ]
-    additive = [
-        torch.addmm,
-        t.addmm,
-        t.addmm_,
-        torch.baddbmm,
-        t.baddbmm,
-        t.baddbmm_,
-        torch.addbmm,
-        t.addbmm,
-        t.addbmm_,
-    ]
-    for f in plain:
-        family[f] = {}
-    for f in additive:
-        family[f] = _ADDITIVE
-    family[torch.nn.functional.linear] = _BIAS
-    return family
-
-
-_FAMILY = _matmul_family()
-_VECTOR_FORMS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.linalg.matmul}
-
-# Set while an emulating mode runs the real op, so that outer emulating modes (nested
-# contexts) leave the decision to the innermost one.
+# Set while an emulating mode decides about and runs one GEMM, so that an outer
+# emulating mode (nested contexts) leaves the decision to the innermost one.
 _DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
 
 
-def _is_gemm(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    # Matrix-vector and vector-vector forms of matmul go to gemv/dot (CUDA cores, no
-    # TF32) on a GPU; 1-d @ 2-d is an mm. Einsum without a summed index is a product.
-    if func is torch.Tensor.__rmatmul__:
-        args = (args[1], args[0], *args[2:])
-    if func in _VECTOR_FORMS:
-        ops = [*args[:2], *(kwargs[k] for k in ("input", "other") if k in kwargs)]
-        if len(ops) == 2 and all(isinstance(o, torch.Tensor) for o in ops):
-            da, db = ops[0].dim(), ops[1].dim()
-            return db >= 2 and (da >= 2 or (da == 1 and db == 2))
-        return True
-    if func is torch.einsum and args and isinstance(args[0], str):
-        return _einsum_sums(args[0])
-    return True
-
-
-def _einsum_sums(equation: str) -> bool:
-    eq = equation.replace(" ", "").replace("...", "")
-    lhs, _, rhs = eq.partition("->")
-    letters = re.findall(r"[A-Za-z]", lhs)
-    if "->" not in eq:
-        return any(letters.count(c) > 1 for c in set(letters))
-    return bool(set(letters) - set(rhs))
-
-
-def _first_tensor(obj: Any) -> torch.Tensor | None:
-    if isinstance(obj, torch.Tensor):
-        return obj
-    if isinstance(obj, list | tuple):
-        for item in obj:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
-
-
-class _TF32EmulationMode(TorchFunctionMode):
+class _TF32EmulationMode(TorchDispatchMode):
     def __init__(self, rounding: str, force: bool) -> None:
         super().__init__()
         self.rounding = rounding
         self.force = force
 
-    def _round(self, obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor):
-            return round_tf32(obj, self.rounding) if obj.dtype == torch.float32 else obj
-        if isinstance(obj, list | tuple):
-            return type(obj)(self._round(o) for o in obj)
-        return obj
-
-    def __torch_function__(
+    def __torch_dispatch__(
         self,
-        func: Callable[..., Any],
+        func: Any,
         types: Any,
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        skip = _FAMILY.get(func)
-        if skip is None or _DECIDED.get():
+        operands = _GEMMS.get(func.overloadpacket)
+        if operands is None or _DECIDED.get():
             return func(*args, **kwargs)
         token = _DECIDED.set(True)
         try:
-            if self._wants(func, args, kwargs):
+            if self._wants(args, operands):
                 args = tuple(
-                    a if i in skip.values() else self._round(a) for i, a in enumerate(args)
+                    _round_bits(a, self.rounding) if i in operands else a
+                    for i, a in enumerate(args)
                 )
-                kwargs = {
-                    k: v if (k in skip or k == "out") else self._round(v) for k, v in kwargs.items()
-                }
-                with _ieee_cpu_matmul(args, kwargs):
+                with _ieee_cpu_matmul(args[operands[0]]):
                     return func(*args, **kwargs)
             return func(*args, **kwargs)
         finally:
             _DECIDED.reset(token)
 
-    def _wants(self, func: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    def _wants(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
+        mats = [args[i] for i in operands if i < len(args)]
+        if len(mats) != 2 or not all(
+            isinstance(m, torch.Tensor) and m.dtype == torch.float32 for m in mats
+        ):
+            return False
         if not tf32_matmul_enabled():
             return False
-        first = _first_tensor((args, list(kw.values())))
-        if first is None or not _has_float32(args, kw):
-            return False
-        if not self.force and has_real_tf32(first.device):
-            return False
-        return _is_gemm(func, args, kw)
-
-
-def _has_float32(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    def walk(obj: Any) -> bool:
-        if isinstance(obj, torch.Tensor):
-            return obj.dtype == torch.float32
-        if isinstance(obj, list | tuple):
-            return any(walk(o) for o in obj)
-        return False
-
-    return walk(args) or walk([v for k, v in kwargs.items() if k != "out"])
+        return self.force or not has_real_tf32(mats[0].device)
 
 
 @contextlib.contextmanager
-def _ieee_cpu_matmul(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+def _ieee_cpu_matmul(operand: torch.Tensor) -> Iterator[None]:
     # At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
     # float32 product in bf16; the emulation promises float32 accumulation, so pin it.
-    first = _first_tensor((args, list(kwargs.values())))
     mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
     old = getattr(mkldnn, "fp32_precision", None)
-    if first is None or first.device.type != "cpu" or old in (None, "ieee", "none"):
+    if operand.device.type != "cpu" or old in (None, "ieee", "none"):
         yield
         return
     mkldnn.fp32_precision = "ieee"
@@ -437,19 +357,22 @@ def _ieee_cpu_matmul(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[
 def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
     """Make float32 matmuls behave as on a TF32 GPU, on hardware that has no TF32.
 
-    Inside the context every float32 matmul-family op -- ``@``, ``matmul``, ``mm``,
-    ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``, ``tensordot``,
-    ``linalg.matmul``, ``linalg.multi_dot``, ``nn.functional.linear`` and their
-    Tensor-method forms -- rounds its multiplied float32 operands with
-    :func:`round_tf32` (the additive term of ``addmm``-style ops and ``linear``'s bias
-    are not multiplied and stay float32, as in cuBLAS) and accumulates in float32, but
-    only when :func:`tf32_matmul_enabled` says a TF32-capable GPU would use TF32.
-    The settings are read at every call, so code that switches precision inside the
-    context is emulated faithfully. Devices with real TF32 (CUDA, compute capability
-    >= 8.0) are left to the hardware unless ``force=True``. Other dtypes are never
-    touched, and matrix-vector or vector-vector products (``mv``/``dot`` on a GPU,
-    which run without tensor cores) are not rounded. Nested contexts: the innermost
-    one decides. Autograd's backward matmuls run in C++ and are not emulated.
+    Inside the context every float32 GEMM -- whatever Python call led to it: ``@``,
+    ``matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``,
+    ``tensordot``, ``linalg.multi_dot``, ``nn.functional.linear``, their Tensor-method
+    forms, and the products autograd computes in a backward pass -- rounds its two
+    multiplied float32 operands with :func:`round_tf32` and accumulates in float32,
+    but only when :func:`tf32_matmul_enabled` says a TF32-capable GPU would use TF32.
+    The mode intercepts ATen's GEMM operators (``mm``, ``bmm``, ``addmm``,
+    ``baddbmm``, ``addbmm``), so a chain such as ``multi_dot`` rounds each
+    intermediate product as the GPU does, and the additive term of ``addmm``-style ops
+    (``linear``'s bias) stays float32, as in cuBLAS. The settings are read at every
+    call, so code that switches precision inside the context is emulated faithfully.
+    Devices with real TF32 (CUDA, compute capability >= 8.0) are left to the hardware
+    unless ``force=True``. Other dtypes are never touched (under autocast the operands
+    arrive already cast to fp16/bf16), and matrix-vector or vector-vector products
+    (``mv``/``dot``, which run without tensor cores on a GPU) and reductions are not
+    rounded. Nested contexts: the innermost one decides.
 
     Args:
         rounding: how operands are rounded to TF32 (``"rna"`` matches Ampere cuBLAS).

@@ -2,10 +2,13 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eigprec.degeneracy_experiments import (
     eigvec_rotation_experiment,
     ema_first_weight,
+    printed_bound,
     spike_angle_table,
     spike_experiment,
     tf32_mode,
@@ -154,3 +157,36 @@ def test_docstring_examples():
     import eigprec.degeneracy_experiments
 
     assert doctest.testmod(eigprec.degeneracy_experiments).failed == 0
+
+
+# -- bounds printed in the prose ----------------------------------------------------------------
+
+
+@given(
+    value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+    spec=st.sampled_from([".0f", ".1f", ".3f", ".5f", ".0e", ".1e", ".2e"]),
+)
+def test_printed_bound_prints_a_true_and_tight_bound(value, spec):
+    low = float(format(printed_bound(value, spec, "lower"), spec))
+    high = float(format(printed_bound(value, spec, "upper"), spec))
+    assert low <= value <= high
+    nearest = float(format(value, spec))
+    # Never more than one unit of the last printed digit away from plain rounding.
+    unit = 10.0 ** -int(spec[1:-1]) if spec.endswith("f") else abs(nearest) * 10 ** -int(spec[1])
+    slack = unit * 1e-6 + 8 * math.ulp(abs(value) + unit)  # float spacing of the texts
+    assert nearest - low <= unit + slack
+    assert high - nearest <= unit + slack
+
+
+def test_printed_bound_rounds_the_safe_way_and_checks_input():
+    assert format(printed_bound(81.662, ".0f", "lower"), ".0f") == "81"
+    assert format(printed_bound(89.935, ".0f", "lower"), ".0f") == "89"
+    assert format(printed_bound(0.00553, ".3f", "upper"), ".3f") == "0.006"
+    assert format(printed_bound(9.96e-5, ".1e", "upper"), ".1e") == "1.0e-04"
+    assert format(printed_bound(2.0, ".1f", "upper"), ".1f") == "2.0"  # exact stays exact
+    with pytest.raises(ValueError, match="finite"):
+        printed_bound(float("nan"), ".1f", "upper")
+    with pytest.raises(ValueError, match="side"):
+        printed_bound(1.0, ".1f", "above")
+    with pytest.raises(ValueError, match="spec"):
+        printed_bound(1.0, ".1g", "upper")

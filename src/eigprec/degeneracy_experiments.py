@@ -9,7 +9,8 @@ Two experiments:
   spectral diagnostics that explain what the spike does at each precision.
 
 :func:`spike_angle_table` turns recorded runs into the chapter's tables. Plots live in
-:mod:`eigprec.degeneracy_plots`.
+:mod:`eigprec.degeneracy_plots`. :func:`printed_bound` rounds a measured bound for the
+prose in the direction that keeps the printed sentence true.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "eigvec_rotation_experiment",
     "ema_first_weight",
     "library_soap_defaults",
+    "printed_bound",
     "repeated_eigenvalue_demo",
     "spike_angle_table",
     "spike_experiment",
@@ -665,3 +667,54 @@ def ema_first_weight(shampoo_beta: float, t: int) -> float:
     if shampoo_beta == 0:
         return 1.0 if t == 1 else 0.0
     return (1 - shampoo_beta) * shampoo_beta ** (t - 1) / (1 - shampoo_beta**t)
+
+
+# -- 3. numbers for the prose -------------------------------------------------------------
+
+
+def printed_bound(value: float, spec: str, side: str) -> float:
+    """The tightest number that ``format(·, spec)`` prints as a true bound on ``value``.
+
+    A sentence "turns by at least 82°" printed from 81.66 with ``:.0f`` is false; rounding to
+    nearest is wrong for bounds. This rounds down (``side="lower"``, for "at least") or up
+    (``side="upper"``, for "at most", "within", "up to") to the last digit that ``spec``
+    shows, so that the printed text, read back as a number, still bounds ``value``.
+
+    Args:
+        value: The measured number; finite.
+        spec: A fixed-point or exponent format such as ``".0f"``, ``".3f"`` or ``".1e"``.
+        side: ``"lower"`` or ``"upper"``.
+
+    Returns:
+        A float whose ``format(·, spec)`` is ≤ ``value`` (lower) or ≥ ``value`` (upper) and
+        differs from the nearest-rounded text by at most one unit of its last digit.
+
+    Raises:
+        ValueError: if ``value`` is not finite, ``spec`` is not ``.<digits>f`` or
+            ``.<digits>e``, or ``side`` is neither ``"lower"`` nor ``"upper"``.
+
+    Example:
+        >>> format(printed_bound(81.66, ".0f", "lower"), ".0f")
+        '81'
+        >>> format(printed_bound(1.23e-5, ".1e", "upper"), ".1e")
+        '1.3e-05'
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"value must be finite, got {value}")
+    if side not in ("lower", "upper"):
+        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
+    if len(spec) < 3 or spec[0] != "." or spec[-1] not in "fe" or not spec[1:-1].isdigit():
+        raise ValueError(f"spec must look like '.3f' or '.1e', got {spec!r}")
+    digits = int(spec[1:-1])
+    sign = 1.0 if side == "upper" else -1.0
+    shown = float(format(value, spec))
+    # At most two steps: one digit unit past the rounded text always passes value.
+    while (shown < value) if side == "upper" else (shown > value):
+        if spec[-1] == "f":
+            unit = 10.0**-digits
+        else:
+            exponent = int(format(shown, spec).split("e")[1])
+            unit = 10.0 ** (exponent - digits)
+        shown = float(format(shown + sign * unit, spec))
+    return shown

@@ -170,11 +170,16 @@ def test_second_derivatives_are_refused():
     A = random_symmetric((), 4).requires_grad_(True)
     lam = kth_eigvalsh(A, 1)
     # d(λ²)/dA = 2λ·q qᵀ: differentiating it again needs dq/dA, which is not modelled.
-    with pytest.raises(RuntimeError, match="first derivatives only"):
+    with pytest.raises(NotImplementedError, match="first derivatives only"):
         torch.autograd.grad(lam**2, A, create_graph=True)
-    # With a constant incoming gradient the result simply carries no graph.
-    (g,) = torch.autograd.grad(kth_eigvalsh(A, 1), A, create_graph=True)
-    assert not g.requires_grad
+    # A constant incoming gradient is refused too: the gradient of λ + ‖A‖² would carry
+    # a graph through the second term and silently drop λ's curvature.
+    loss = kth_eigvalsh(A, 1) + (A**2).sum()
+    with pytest.raises(NotImplementedError, match="first derivatives only"):
+        torch.autograd.grad(loss, A, create_graph=True)
+    # First derivatives are unaffected.
+    (g,) = torch.autograd.grad(kth_eigvalsh(A, 1), A)
+    assert torch.isfinite(g).all()
 
 
 # ----------------------------------------------------------------------------- NaN / Inf

@@ -32,6 +32,7 @@ What works where (checked in ``tests/test_eig.py``):
 
 from __future__ import annotations
 
+import operator
 from typing import Literal
 
 import torch
@@ -155,12 +156,13 @@ def _factor_impl(
     if subgradient == "eigenvector":
         F = V[..., :, k : k + 1]
     else:
-        tol = default_cluster_tol(w, A.shape[-1]) if cluster_tol < 0 else cluster_tol
-        tol = torch.as_tensor(tol, dtype=w.dtype, device=w.device)
+        # A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be a
+        # blocking host-to-device copy.
+        tol = default_cluster_tol(w, A.shape[-1])[..., None] if cluster_tol < 0 else cluster_tol
         # A mask over *all* eigenvectors keeps shapes static and avoids asking the host how
         # large each cluster is: weights are 1/r inside the cluster and 0 outside, so
         # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
-        inside = (w - lam[..., None]).abs() <= tol[..., None]
+        inside = (w - lam[..., None]).abs() <= tol
         weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
         F = V * weights.sqrt()[..., None, :]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
@@ -186,12 +188,23 @@ def _factor_setup(ctx, inputs, output) -> None:
 
 def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
     (F,) = ctx.saved_tensors
-    if torch.is_grad_enabled() and grad_lam.requires_grad:
-        raise RuntimeError(
+    # Grad mode is on in a backward pass only under create_graph=True, i.e. when someone
+    # will differentiate this gradient: refuse rather than return a graph without dq/dA.
+    if torch.is_grad_enabled():
+        raise NotImplementedError(
             "kth_eigvalsh provides first derivatives only: a second derivative needs the "
-            "derivative of the eigenvector, which this backward does not model."
+            "derivative of the eigenvector, which this backward does not model "
+            "(called with create_graph=True)."
         )
-    grad_A = (F @ F.mT) * grad_lam[..., None, None]
+    if F.shape[-1] == 1:
+        # q qᵀ as a broadcast product: exact, and no GEMM that TF32 could round.
+        outer = F * F.mT
+    elif F.dtype == torch.float32:
+        # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
+        outer = (F.double() @ F.double().mT).to(F.dtype)
+    else:
+        outer = F @ F.mT
+    grad_A = outer * grad_lam[..., None, None]
     return grad_A, None, None, None, None, None
 
 
@@ -237,8 +250,9 @@ def _validate(A: object, k: object, backend: str, subgradient: str, cluster_tol)
         raise TypeError(
             f"kth_eigvalsh: A must be float32 or float64 (real symmetric), got {A.dtype}"
         )
-    if isinstance(k, bool) or not isinstance(k, int):
+    if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
+    k = operator.index(k)  # numpy integers too, as indexing accepts them
     n = A.shape[-1]
     if not -n <= k < n:
         raise IndexError(f"kth_eigvalsh: k={k} is out of range for n={n} (need -{n} <= k < {n})")

@@ -17,6 +17,8 @@ vector of the (near-)eigenspace — still a Clarke subgradient at an exact tie, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -37,8 +39,8 @@ def kth_eigvalsh_inverse_iteration(
 
     The value is ``kth_eigvalsh(A, k)`` (eigenvalues only). The gradient is q qᵀ · grad with q
     from ``steps`` steps of inverse iteration on A − σI, σ = λ_k + 2·eps·‖A‖_F, attached
-    by the identity λ = λ̂ + ⟨q qᵀ, A − stop_grad(A)⟩ (value λ̂, gradient q qᵀ), which needs no
-    custom backward and so also works under ``torch.compile``.
+    by a small autograd function whose value is λ̂ and whose gradient is q qᵀ (an Inf in the
+    triangle that is not read leaves both finite).
 
     Args:
         A: ``(..., n, n)`` real symmetric float32/float64 tensor (one triangle read).
@@ -89,4 +91,18 @@ def kth_eigvalsh_inverse_iteration(
             x = x / torch.linalg.vector_norm(x, dim=-2, keepdim=True)
         q = x.squeeze(-1)
     G = q[..., :, None] * q[..., None, :]
-    return lam + (G * (A - A.detach())).sum(dim=(-2, -1))
+    return _WithGradient.apply(lam, A, G)
+
+
+class _WithGradient(torch.autograd.Function):
+    # Value λ, gradient G·(incoming) with respect to A. (The obvious λ + Σ G·(A − A.detach())
+    # has value NaN when the unread triangle holds an inf: inf − inf.)
+    @staticmethod
+    def forward(ctx: Any, lam: Tensor, A: Tensor, G: Tensor) -> Tensor:
+        ctx.save_for_backward(G)
+        return lam.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        (G,) = ctx.saved_tensors
+        return grad, G * grad[..., None, None], None

@@ -9,7 +9,10 @@
 * returns, where eigenvalues collide and λ_k is not differentiable, an element of the Clarke
   subdifferential ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1} — either the solver's q qᵀ or the
   minimum-norm element U Uᵀ / r;
-* maps a batch entry holding NaN/Inf to NaN (value and gradient) without touching the others.
+* maps a batch entry holding NaN/Inf to NaN (value and gradient) without touching the others,
+  and without asking the host whether any entry is bad. (With ``backend="torch"`` on CUDA,
+  ``torch.linalg`` itself still synchronises to check its solver's status; the CuPy backend
+  does not.)
 
 The gradient follows ``torch.linalg.eigvalsh``'s convention: it is the symmetric matrix
 q qᵀ · grad, the derivative along symmetric perturbations, even though only one triangle of

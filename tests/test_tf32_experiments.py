@@ -61,6 +61,20 @@ def test_tf32_error_is_at_predicted_level_and_flat():
     assert 0.1 < err[:20].median() / err[-20:].median() < 10
 
 
+def test_median_model_matches_operand_rounding():
+    res = tx.diag_qtlq_experiment(methods=("tf32", "fp64", "fp32"))
+    lam = res.eigenvalues
+    tf32_level = tx.predicted_median_error(lam, 2.0**-11)
+    fp32_level = tx.predicted_median_error(lam, 2.0**-24)
+    assert tf32_level / 2 < res.errors("tf32").median() < 2 * tf32_level
+    # float64 arithmetic: only the storage of L and Q in float32 rounds
+    assert fp32_level / 2 < res.errors("fp64").median() < 2 * fp32_level
+    # float32 arithmetic adds the rounding of the sums, which the model leaves out
+    assert res.errors("fp32").median() > 2 * fp32_level
+    ratio = tf32_level / tx.predicted_error_level(lam, 2.0**-11)
+    assert abs(ratio - 0.6745 / 3**0.5) < 1e-4
+
+
 def test_remedies():
     errs = tx.remedies_experiment()
     assert torch.equal(errs["tf32 rescaled"], errs["tf32"])

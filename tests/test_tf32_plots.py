@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import eigprec.tf32_plots as tp
-from eigprec.tf32_experiments import diag_qtlq_experiment
+from eigprec.tf32_experiments import diag_qtlq_experiment, predicted_median_error
 
 
 def test_formats_figure_is_labelled():
@@ -23,11 +23,16 @@ def test_formats_figure_is_labelled():
 
 
 def test_error_figure_is_labelled_and_has_predicted_lines():
-    fig = tp.plot_qtlq_errors(diag_qtlq_experiment(n=32))
+    result = diag_qtlq_experiment(n=32)
+    fig = tp.plot_qtlq_errors(result)
     ax = fig.axes[0]
     assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert sum(label.startswith("predicted") for label in labels) == 3
+    # the TF32 line sits at the median model's level
+    levels = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+    expected = predicted_median_error(result.eigenvalues, 2.0**-11)
+    assert any(abs(level - expected) <= 1e-12 * expected for level in levels)
     plt.close(fig)
 
 

@@ -8,6 +8,7 @@ A symmetric positive-definite L is built from a known eigenbasis Q and spectrum 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,7 @@ __all__ = [
     "medium_precision_check",
     "precision_knobs",
     "predicted_error_level",
+    "predicted_median_error",
     "qtlq_spectrum",
     "remedies_experiment",
     "rounding_examples",
@@ -429,6 +431,31 @@ def predicted_error_level(eigenvalues: torch.Tensor, unit_roundoff: float) -> fl
     """
     lam = eigenvalues.double()
     return float(unit_roundoff * torch.linalg.vector_norm(lam) / lam.numel())
+
+
+def predicted_median_error(eigenvalues: torch.Tensor, unit_roundoff: float) -> float:
+    """Median absolute error of ``diag(QᵀLQ)`` predicted from rounding L's entries alone.
+
+    A crude model: each entry's relative rounding error is independent and uniform on
+    ``[-u, u]`` (standard deviation ``u/√3``) and every ``q_ij²`` is ``1/n``. The
+    perturbation ``q_iᵀ δL q_i`` is then close to normal with standard deviation
+    ``u·‖L‖_F / (√3·n)``, and the median of its absolute value is the normal's
+    third quartile, 0.674 times that. It leaves out the rounding of the sums, so it
+    describes TF32 (where operand rounding dominates) but not float32 arithmetic.
+
+    Args:
+        eigenvalues: the spectrum of L (``‖L‖_F`` is its 2-norm).
+        unit_roundoff: the format's unit roundoff u.
+
+    Returns:
+        ``0.674 · u · ‖λ‖₂ / (√3 · n)``.
+
+    Example:
+        >>> round(predicted_median_error(torch.ones(3, dtype=torch.float64), 1.0), 4)
+        0.2248
+    """
+    quartile = statistics.NormalDist().inv_cdf(0.75)
+    return quartile / math.sqrt(3) * predicted_error_level(eigenvalues, unit_roundoff)
 
 
 def medium_precision_check(n: int = 256, seed: int = 0) -> dict[str, float | int]:

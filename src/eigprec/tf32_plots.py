@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from eigprec.tf32_experiments import FORMATS, DiagQtLQResult, predicted_error_level
+from eigprec.tf32_experiments import FORMATS, DiagQtLQResult, predicted_median_error
 
 __all__ = ["hex_float", "markdown_table", "plot_formats", "plot_qtlq_errors"]
 
@@ -74,8 +74,9 @@ def plot_qtlq_errors(
 ) -> Figure:
     """|error| of ``diag(QᵀLQ)`` against λ, log-log, with each format's predicted level.
 
-    The dashed horizontal lines are :func:`~eigprec.tf32_experiments.predicted_error_level`
-    for each format's unit roundoff (3xTF32's split keeps about 22 bits); the grey
+    The dashed horizontal lines are :func:`~eigprec.tf32_experiments.predicted_median_error`
+    for each format's unit roundoff (3xTF32's split keeps about 22 bits): the median error
+    that rounding the operands alone would cause; the grey
     diagonal is ``|error| = λ``: points above it have lost every correct digit.
 
     Args:
@@ -99,8 +100,10 @@ def plot_qtlq_errors(
         err = result.errors(m).clamp_min(floor)
         ax.scatter(lam, err, s=14, color=color, marker=marker, label=label, alpha=0.8)
         if m in _UNIT_ROUNDOFF:
-            level = predicted_error_level(lam, _UNIT_ROUNDOFF[m])
-            ax.axhline(level, color=color, linestyle="--", linewidth=1, label=f"predicted, {label}")
+            level = predicted_median_error(lam, _UNIT_ROUNDOFF[m])
+            ax.axhline(
+                level, color=color, linestyle="--", linewidth=1, label=f"predicted median, {label}"
+            )
     ax.plot(
         [float(lam.min()), float(lam.max())],
         [float(lam.min()), float(lam.max())],

@@ -15,6 +15,7 @@ from eigprec.tf32 import (
     ROUNDINGS,
     emulate_tf32,
     has_real_tf32,
+    is_tf32_capability,
     matmul_3xtf32,
     round_tf32,
     split_tf32,
@@ -619,3 +620,10 @@ def test_docstring_examples():
     for module in (tf32, eigprec.tf32_experiments):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0
+
+
+def test_one_definition_of_tf32_hardware(monkeypatch):
+    assert not is_tf32_capability((7, 5))  # Turing (Colab's T4)
+    assert is_tf32_capability((8, 0)) and is_tf32_capability((9, 0))  # Ampere, Hopper
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert not is_tf32_capability((9, 4))  # a ROCm build: no NVIDIA TF32

@@ -28,6 +28,7 @@ from .subspace import (
 from .tf32 import (
     emulate_tf32,
     has_real_tf32,
+    is_tf32_capability,
     matmul_3xtf32,
     round_tf32,
     split_tf32,
@@ -54,6 +55,7 @@ __all__ = [
     "full_scale",
     "glue",
     "has_real_tf32",
+    "is_tf32_capability",
     "kth_eigvalsh",
     "load_record",
     "matmul_3xtf32",

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .precision import current_matmul_precision
+from .tf32 import is_tf32_capability
 
 __all__ = ["RuntimeInfo", "describe_runtime", "full_scale"]
 
@@ -158,9 +159,7 @@ def describe_runtime() -> RuntimeInfo:
         device_name = torch.cuda.get_device_name(index)
         major, minor = torch.cuda.get_device_capability(index)
         cc = (int(major), int(minor))
-        # ROCm builds also answer torch.cuda; TF32 as discussed here is NVIDIA's.
-        nvidia = torch.version.hip is None
-        tf32_hardware = nvidia and cc >= (8, 0)
+        tf32_hardware = is_tf32_capability(cc)
     else:
         device = "cpu"
         device_name = platform.processor() or platform.machine() or "unknown CPU"

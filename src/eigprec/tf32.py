@@ -35,6 +35,7 @@ __all__ = [
     "TF32_MANTISSA_BITS",
     "emulate_tf32",
     "has_real_tf32",
+    "is_tf32_capability",
     "matmul_3xtf32",
     "round_tf32",
     "split_tf32",
@@ -251,10 +252,31 @@ def has_real_tf32(device: torch.device | str) -> bool:
         False
     """
     device = torch.device(device)
-    if device.type != "cuda" or torch.version.cuda is None:
+    if device.type != "cuda":
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return _capability(index) >= (8, 0)
+    return is_tf32_capability(_capability(index))
+
+
+def is_tf32_capability(capability: tuple[int, int]) -> bool:
+    """Whether a CUDA device of this compute capability has TF32 tensor cores.
+
+    The one definition the package uses (the provenance box, the emulator, the GPU
+    recorder): an NVIDIA device, i.e. a CUDA rather than a ROCm build of torch, of
+    compute capability 8.0 (Ampere) or later.
+
+    Args:
+        capability: ``(major, minor)``, as :func:`torch.cuda.get_device_capability`.
+
+    Returns:
+        True when TF32 exists in hardware.
+
+    Example:
+        >>> is_tf32_capability((7, 5)), is_tf32_capability((9, 0))  # a T4; an H100
+        (False, True)
+    """
+    # ROCm builds also answer torch.cuda; TF32 as discussed here is NVIDIA's.
+    return torch.version.hip is None and tuple(capability) >= (8, 0)
 
 
 _CAPABILITIES: dict[int, tuple[int, int]] = {}

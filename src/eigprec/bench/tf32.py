@@ -22,7 +22,7 @@ import torch
 
 from eigprec.bench._record import provenance, write_record
 from eigprec.precision import matmul_precision
-from eigprec.tf32 import ROUNDINGS, matmul_3xtf32, round_tf32
+from eigprec.tf32 import ROUNDINGS, is_tf32_capability, matmul_3xtf32, round_tf32
 from eigprec.tf32_experiments import TABLE_INDICES, diag_qtlq_experiment
 
 __all__ = [
@@ -271,7 +271,7 @@ def refusal(device: int = 0) -> str | None:
     if torch.version.cuda is None:
         return "eigprec.bench tf32 measures NVIDIA TF32; this torch is not a CUDA build."
     cap = torch.cuda.get_device_capability(device)
-    if cap < (8, 0):
+    if not is_tf32_capability(cap):
         name = torch.cuda.get_device_name(device)
         return (
             f"eigprec.bench tf32 needs compute capability >= 8.0 (TF32 tensor cores); "

@@ -13,7 +13,7 @@ import argparse
 
 import torch
 
-from eigprec.bench._timing import time_side_by_side
+from eigprec.timing import time_side_by_side
 from eigprec.eig import kth_eigvalsh
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eigprec.bench._timing import time_side_by_side
 from eigprec.bench.cli import COMMANDS, main
+from eigprec.timing import time_side_by_side
 
 
 def test_eig_subcommand_registered():
@@ -40,8 +40,8 @@ def test_eig_record_and_report_assembly_with_cpu_stand_ins(tmp_path, monkeypatch
     import json
 
     from eigprec import _cupy_bridge
-    from eigprec import clarke_experiments as ce
     from eigprec.bench import eig as bench_eig
+    from eigprec.chapters.clarke import speed as ce
 
     def on_cpu(fn, **shrink):
         def wrapped(*args, **kw):

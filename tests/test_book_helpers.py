@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from eigprec import book as book_module
-from eigprec import glue, load_record, progress
+from eigprec.book import glue, load_record, progress
+from eigprec.book import notebook as book_module
 
 
 def test_glue_validates_name_and_returns_nothing_to_display():
@@ -35,3 +35,31 @@ def test_load_record(tmp_path, monkeypatch):
         load_record("list")
     with pytest.raises(ValueError, match="plain file name"):
         load_record("../etc/passwd")
+
+
+# -- the one table renderer -------------------------------------------------------------------
+
+
+def test_markdown_table_formats_aligns_and_checks():
+    from eigprec.book import markdown_table
+
+    text = markdown_table([{"a": 1.23456, "b": "x"}], [("a", "A"), ("b", "B")])
+    assert text.splitlines() == ["| A | B |", "|---:|---|", "| 1.235 | x |"]
+    text = markdown_table([{"v": [0.5, 2.0]}, {"v": [1.0]}], float_format=".3f")
+    assert text.splitlines()[2:] == ["| 0.500, 2.000 |", "| 1.000 |"]
+    assert markdown_table([{"n": 3}], fmt={"n": lambda v: f"n={v}"}).endswith("| n=3 |")
+    assert markdown_table([]) == ""
+    with pytest.raises(KeyError):
+        markdown_table([{"a": 1}], [("b", "B")])
+    with pytest.raises(TypeError, match="mappings"):
+        markdown_table({"a": 1})
+
+
+def test_note_renders_an_admonition_and_escapes_the_title():
+    from eigprec.book import note
+
+    box = note("<b>", "body <code>x</code>")
+    assert '<p class="admonition-title">&lt;b&gt;</p>' in box.data
+    assert "<code>x</code>" in box.data
+    with pytest.raises(TypeError):
+        note("title", 3)

@@ -90,7 +90,7 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
         "installs",
         "".join(SETUP["source"]),
         "import eigprec\neigprec.describe_runtime()",
-        "eigprec.glue('x', 1)  # the Colab path: no MyST-NB",
+        "import eigprec.book\neigprec.book.glue('x', 1)  # the Colab path: no MyST-NB",
     )
     # The same setup cell with its condition inverted never installs anything.
     never = "".join(SETUP["source"]).replace(

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import eigprec
+import eigprec.book
 
 from .conftest import ROOT
 
@@ -22,27 +23,35 @@ from eigprec_sphinx import _defining_comment
 EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
 
 
-def _doc(name: str) -> str:
+# The API page documents the library first, then the book's helpers in their own section.
+PUBLIC = [(eigprec, n) for n in eigprec.__all__] + [(eigprec.book, n) for n in eigprec.book.__all__]
+
+
+def _doc(name: str, package=eigprec) -> str:
     """What the API page shows for ``name``: its docstring, or a constant's #: comment."""
-    value = getattr(eigprec, name)
+    value = getattr(package, name)
     if callable(value):
         return inspect.getdoc(value) or ""
-    return "\n".join(_defining_comment(eigprec, name))
+    return "\n".join(_defining_comment(package, name))
 
 
-@pytest.mark.parametrize("name", eigprec.__all__)
-def test_public_name_has_docstring_with_example(name):
-    doc = _doc(name)
+def _id(item) -> str:
+    return f"{item[0].__name__}.{item[1]}"
+
+
+@pytest.mark.parametrize(("package", "name"), PUBLIC, ids=map(_id, PUBLIC))
+def test_public_name_has_docstring_with_example(package, name):
+    doc = _doc(name, package)
     assert doc.strip(), f"eigprec.{name} has no docstring (or #: comment for a constant)"
     assert EXAMPLE_SECTION.search(doc), f"eigprec.{name}: the docstring needs an Example section"
     assert ">>>" in doc.split("Example")[-1], f"eigprec.{name}: the Example shows no code"
 
 
-@pytest.mark.parametrize("name", eigprec.__all__)
-def test_docstring_examples_run(name):
-    globs = {n: getattr(eigprec, n) for n in eigprec.__all__} | {"eigprec": eigprec}
+@pytest.mark.parametrize(("package", "name"), PUBLIC, ids=map(_id, PUBLIC))
+def test_docstring_examples_run(package, name):
+    globs = {n: getattr(package, n) for n in package.__all__} | {"eigprec": eigprec}
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(_doc(name), globs, f"eigprec.{name}", None, 0)
+    test = parser.get_doctest(_doc(name, package), globs, f"{package.__name__}.{name}", None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report: list[str] = []
     runner.run(test, out=report.append)
@@ -51,8 +60,8 @@ def test_docstring_examples_run(name):
 
 
 def test_every_module_names_its_public_api():
-    for name in eigprec.__all__:
-        module = inspect.getmodule(getattr(eigprec, name))
+    for package, name in PUBLIC:
+        module = inspect.getmodule(getattr(package, name))
         if module is not None and module.__name__.startswith("eigprec."):
             assert name in module.__all__, f"{name} is public but missing from {module.__name__}"
 

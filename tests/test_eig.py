@@ -394,7 +394,7 @@ def test_cupy_runs_on_torch_current_stream():
 
 @needs_cupy
 def test_stream_race_demo_bridge_is_never_wrong():
-    from eigprec.clarke_experiments import stream_race_demo
+    from eigprec.chapters.clarke.speed import stream_race_demo
 
     out = stream_race_demo(trials=3)
     assert out["bridge_wrong"] == 0

@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 import eigprec
-from eigprec import show_source
+from eigprec.book import show_source
 from eigprec.runtime import RuntimeInfo
 
 
@@ -43,3 +43,31 @@ def test_text_has_header_with_line_range():
 def test_rejects_objects_without_python_source(bad):
     with pytest.raises(TypeError, match=r"show_source|source"):
         show_source(bad)
+
+
+def _marked(x):
+    y = x + 1
+    # [show:core]
+    z = y * 2
+    w = z - 3
+    # [/show:core]
+    return w
+
+
+def test_a_marked_part_shows_only_its_lines_with_their_numbers():
+    import inspect
+
+    whole = show_source(_marked)
+    assert "[show:" not in whole.code and "z = y * 2" in whole.code
+    part = show_source(_marked, part="core")
+    assert part.code == "z = y * 2\nw = z - 3\n"
+    first = inspect.getsourcelines(_marked)[1]
+    assert part.first_line == first + 3
+    assert part.header.endswith(f"lines {first + 3}–{first + 4}")
+
+
+def test_an_unknown_part_or_a_bad_part_name_is_refused():
+    with pytest.raises(ValueError, match=r"no part marked '# \[show:nope\]'"):
+        show_source(_marked, part="nope")
+    with pytest.raises(TypeError, match="part must be a string"):
+        show_source(_marked, part=3)

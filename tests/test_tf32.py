@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from torch.overrides import _get_current_function_mode_stack
 
 import eigprec.tf32 as tf32
+from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
 from eigprec.tf32 import (
     ROUNDINGS,
     emulate_tf32,
@@ -21,7 +22,6 @@ from eigprec.tf32 import (
     split_tf32,
     tf32_matmul_enabled,
 )
-from eigprec.tf32_experiments import diag_qtlq_experiment
 
 MAX_TF32 = (2 - 2**-10) * 2.0**127
 
@@ -615,9 +615,9 @@ def test_experiment_is_deterministic():
 def test_docstring_examples():
     import doctest
 
-    import eigprec.tf32_experiments
+    import eigprec.chapters.tf32.experiments
 
-    for module in (tf32, eigprec.tf32_experiments):
+    for module in (tf32, eigprec.chapters.tf32.experiments):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0
 

@@ -6,7 +6,7 @@ What Colab does, and how it is imitated here without a network or a GPU:
   Its site-packages holds one ``.pth`` line pointing at a mirror of this project's
   ``.venv`` site-packages (symlinks, so torch & co. are not reinstalled) from which
   ``eigprec`` (the editable install) and ``myst_nb`` (absent in Colab, so
-  ``eigprec.glue`` takes its Colab path) are left out. The check first proves that
+  ``eigprec.book.glue`` takes its Colab path) are left out. The check first proves that
   ``import eigprec`` fails there.
 - ``google.colab`` is importable (a stand-in module) and imported when the kernel
   starts, as in Colab, so the setup cell's ``if "google.colab" in sys.modules:`` is

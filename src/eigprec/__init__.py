@@ -1,21 +1,16 @@
-"""Companion package of the Eigen-Precision book.
+"""eigprec — the numerics of eigenproblems on GPUs: TF32 emulation, k-th eigenvalues with
+Clarke subgradients, eigenbasis geometry and SOAP/REKLS.
 
-Every chapter imports it; the book shows its code with :func:`show_source`.
+``eigprec.__all__`` is the library, the part meant for reuse. Three packages sit on top of
+it and are never imported by it: :mod:`eigprec.book` (how the book's pages talk to their
+reader), :mod:`eigprec.chapters` (each chapter's experiments and plots) and
+:mod:`eigprec.bench` (the command line that records GPU runs).
 """
 
-from .book import glue, load_record, progress
-from .degeneracy_experiments import (
-    RotationResult,
-    SpikeRun,
-    eigvec_rotation_experiment,
-    spike_angle_table,
-    spike_experiment,
-)
 from .eig import default_cluster_tol, kth_eigvalsh
 from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from .runtime import RuntimeInfo, describe_runtime, full_scale
-from .soap import REKLS, SOAP
-from .source import SourceListing, show_source
+from .soap import REKLS, SOAP, ema_first_weight
 from .subspace import (
     ClusterAngle,
     cluster_angles,
@@ -33,42 +28,37 @@ from .tf32 import (
     round_tf32,
     split_tf32,
     tf32_matmul_enabled,
+    tf32_mode,
 )
+from .timing import time_side_by_side
 
 __all__ = [
     "MATMUL_PRECISIONS",
     "REKLS",
     "SOAP",
     "ClusterAngle",
-    "RotationResult",
     "RuntimeInfo",
-    "SourceListing",
-    "SpikeRun",
     "cluster_angles",
     "current_matmul_precision",
     "davis_kahan_bound",
     "default_cluster_tol",
     "describe_runtime",
     "eigenvalue_clusters",
-    "eigvec_rotation_experiment",
+    "ema_first_weight",
     "emulate_tf32",
     "full_scale",
-    "glue",
     "has_real_tf32",
     "is_tf32_capability",
     "kth_eigvalsh",
-    "load_record",
     "matmul_3xtf32",
     "matmul_precision",
     "principal_angles",
-    "progress",
     "round_tf32",
-    "show_source",
-    "spike_angle_table",
-    "spike_experiment",
     "split_tf32",
     "subspace_angle",
     "tf32_matmul_enabled",
+    "tf32_mode",
+    "time_side_by_side",
     "top1_angle",
 ]
 __version__ = "0.1.0"

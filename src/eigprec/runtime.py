@@ -7,6 +7,8 @@ import html
 import importlib.metadata
 import os
 import platform
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +71,8 @@ class RuntimeInfo:
         python_version: the interpreter's version.
         full_scale: whether ``EIGPREC_FULL=1`` scaled experiments up.
         timestamp: UTC time of the snapshot, ISO 8601.
+        driver_version: the NVIDIA driver's version (from ``nvidia-smi``), or None.
+        cudnn_version: cuDNN's version as torch reports it, or None.
 
     Example:
         >>> info = describe_runtime()
@@ -91,6 +95,8 @@ class RuntimeInfo:
     python_version: str
     full_scale: bool
     timestamp: str
+    driver_version: str | None = None
+    cudnn_version: int | None = None
 
     @property
     def tf32_label(self) -> str:
@@ -99,6 +105,34 @@ class RuntimeInfo:
             return "real (tensor cores)"
         where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
         return f"emulated in software ({where})"
+
+    def as_record(self) -> dict[str, object]:
+        """The provenance of a recording, as JSON-ready data (the recorders write it).
+
+        Returns:
+            ``gpu``, ``compute_capability`` (``"9.0"``), ``driver``, ``torch``, ``cuda``,
+            ``cudnn``, ``cupy``, ``python``, ``date`` (UTC, ISO 8601), ``device``,
+            ``matmul_precision`` and ``tf32`` (how TF32 ran).
+
+        Example:
+            >>> sorted(describe_runtime().as_record())[:3]
+            ['compute_capability', 'cuda', 'cudnn']
+        """
+        cc = self.compute_capability
+        return {
+            "gpu": self.device_name,
+            "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+            "driver": self.driver_version,
+            "torch": self.torch_version,
+            "cuda": self.cuda_version,
+            "cudnn": self.cudnn_version,
+            "cupy": self.cupy_version,
+            "python": self.python_version,
+            "date": self.timestamp,
+            "device": self.device,
+            "matmul_precision": self.matmul_precision,
+            "tf32": self.tf32_label,
+        }
 
     def _rows(self) -> list[tuple[str, str]]:
         cc = self.compute_capability
@@ -179,4 +213,24 @@ def describe_runtime() -> RuntimeInfo:
         python_version=platform.python_version(),
         full_scale=full_scale(),
         timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        driver_version=_driver_version() if device == "cuda" else None,
+        cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
     )
+
+
+def _driver_version() -> str | None:
+    # torch exposes no driver query; nvidia-smi ships with every driver.
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None

@@ -31,7 +31,7 @@ from torch.optim import Optimizer
 
 from eigprec.precision import matmul_precision
 
-__all__ = ["REKLS", "SOAP"]
+__all__ = ["REKLS", "SOAP", "ema_first_weight"]
 
 FP32MatmulPrec = Literal["highest", "high", "medium"]
 _PRECISIONS = ("highest", "high", "medium")
@@ -450,3 +450,32 @@ class REKLS(SOAP):
             use_kl_shampoo=True,
             **kwargs,
         )
+
+
+def ema_first_weight(shampoo_beta: float, t: int) -> float:
+    """Weight of the first update in a bias-corrected EMA after ``t`` updates.
+
+    With β_t = 1 − (1 − β)/(1 − βᵗ), the factor after t updates is the weighted mean
+    Σ_k (1 − β) β^{t−k} X_k / (1 − βᵗ); the first term's weight is (1 − β) β^{t−1}/(1 − βᵗ).
+
+    Args:
+        shampoo_beta: β in [0, 1).
+        t: Number of updates, ≥ 1.
+
+    Returns:
+        The weight of X_1.
+
+    Raises:
+        ValueError: if β or t is out of range.
+
+    Example:
+        >>> ema_first_weight(0.5, 1)
+        1.0
+    """
+    if not 0 <= shampoo_beta < 1:
+        raise ValueError(f"shampoo_beta must be in [0, 1), got {shampoo_beta}")
+    if t < 1:
+        raise ValueError(f"t must be ≥ 1, got {t}")
+    if shampoo_beta == 0:
+        return 1.0 if t == 1 else 0.0
+    return (1 - shampoo_beta) * shampoo_beta ** (t - 1) / (1 - shampoo_beta**t)

@@ -40,6 +40,7 @@ __all__ = [
     "round_tf32",
     "split_tf32",
     "tf32_matmul_enabled",
+    "tf32_mode",
 ]
 
 #: Explicit mantissa bits kept by TF32 (float32 keeps 23).
@@ -421,3 +422,25 @@ def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
         raise TypeError(f"force must be a bool, got {type(force).__name__}")
     with _TF32EmulationMode(rounding, force):
         yield
+
+
+def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dtype) -> str:
+    """How TF32 enters a run: ``"none"``, ``"hardware"`` or ``"emulated"``.
+
+    Args:
+        device: Device the run uses.
+        fp32_matmul_prec: ``'highest'``, ``'high'`` or ``'medium'``.
+        dtype: Optimizer dtype; float64 products never use TF32.
+
+    Returns:
+        ``"none"`` at ``'highest'`` or in float64; ``"hardware"`` on an NVIDIA GPU of
+        compute capability ≥ 8.0; ``"emulated"`` otherwise (the run uses
+        :func:`eigprec.emulate_tf32`).
+
+    Example:
+        >>> tf32_mode("cpu", "high", torch.float32)
+        'emulated'
+    """
+    if fp32_matmul_prec == "highest" or dtype != torch.float32:
+        return "none"
+    return "hardware" if has_real_tf32(device) else "emulated"

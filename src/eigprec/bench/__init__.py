@@ -1,5 +1,7 @@
 """GPU recording commands: ``python -m eigprec.bench <name> --out book/data/<file>.json``.
 
+The command line only: it may import the chapters and the library; nothing imports it.
+
 Each subcommand measures on a real GPU what the book can only emulate on other machines
 and writes JSON with provenance (GPU, driver, torch and CUDA versions, date). They need
 only torch, and refuse clearly where the hardware they measure is missing.
@@ -7,6 +9,6 @@ only torch, and refuse clearly where the hardware they measure is missing.
 
 from __future__ import annotations
 
-__all__ = ["provenance", "write_record"]
+__all__ = ["write_record"]
 
-from eigprec.bench._record import provenance, write_record
+from eigprec.bench._record import write_record

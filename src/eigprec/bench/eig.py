@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from eigprec.bench import _record
+from eigprec.runtime import describe_runtime
 
 __all__ = ["add_arguments", "provenance", "record", "run"]
 
@@ -23,10 +24,10 @@ TARGETS = {"forward_speedup": 300.0, "train_speedup": 10.0}
 
 
 def provenance() -> dict[str, object]:
-    """The shared provenance of ``eigprec.bench`` plus the CuPy version.
+    """The book's provenance record (:meth:`eigprec.RuntimeInfo.as_record`), CuPy included.
 
     Returns:
-        dict from :func:`eigprec.bench.provenance` with ``cupy`` added.
+        The JSON-ready provenance of this machine.
 
     Raises:
         RuntimeError: when CUDA is not available.
@@ -35,9 +36,9 @@ def provenance() -> dict[str, object]:
         >>> provenance()["cupy"]  # doctest: +SKIP
         '13.6.0'
     """
-    import cupy
-
-    return {**_record.provenance(), "cupy": cupy.__version__}
+    if not torch.cuda.is_available():
+        raise RuntimeError("eigprec.bench eig describes a CUDA device, and none is available")
+    return describe_runtime().as_record()
 
 
 def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
@@ -59,7 +60,7 @@ def record(repeats: int = 10, sweep: bool = True) -> dict[str, object]:
         >>> rec = record(repeats=3)  # doctest: +SKIP
     """
     from eigprec import _cupy_bridge
-    from eigprec.clarke_experiments import (
+    from eigprec.chapters.clarke.speed import (
         inverse_iteration_tradeoff,
         stream_race_demo,
         timing_sweep,

@@ -10,6 +10,9 @@ Three measurements on one CUDA device of compute capability >= 8.0:
    The same probe at precision 'medium' shows whether cuBLAS treats it as TF32.
 2. *diag(QᵀLQ)*: the chapter's experiment at precision 'high' (real TF32) and 'highest'.
 3. *Throughput*: float32, TF32 and 3xTF32 matmuls at a few sizes, in TFLOP/s.
+
+The probes themselves are the chapter's (:mod:`eigprec.chapters.tf32.probes`); this module
+is the command line around them.
 """
 
 from __future__ import annotations
@@ -20,36 +23,14 @@ from typing import Any
 
 import torch
 
-from eigprec.bench._record import provenance, write_record
-from eigprec.precision import matmul_precision
-from eigprec.tf32 import ROUNDINGS, is_tf32_capability, matmul_3xtf32, round_tf32
-from eigprec.tf32_experiments import TABLE_INDICES, diag_qtlq_experiment
+from eigprec.bench._record import write_record
+from eigprec.chapters.tf32.probes import diag_record, rounding_probe, throughput
+from eigprec.runtime import describe_runtime
+from eigprec.tf32 import is_tf32_capability
 
-__all__ = [
-    "PROBE_VALUES",
-    "SCHEMA",
-    "add_arguments",
-    "diag_record",
-    "measure",
-    "refusal",
-    "rounding_probe",
-    "run",
-    "throughput",
-    "validate_record",
-]
+__all__ = ["SCHEMA", "add_arguments", "measure", "refusal", "run", "validate_record"]
 
 SCHEMA = "eigprec.bench.tf32/1"
-
-#: Operands whose TF32 images tell the roundings apart (ties, neighbours of ties).
-PROBE_VALUES = (
-    1 + 2**-11,  # tie: rna -> 1 + 2**-10, rne -> 1, rz -> 1
-    1 + 3 * 2**-11,  # tie with odd kept part: rna, rne -> 1 + 2**-9, rz -> 1 + 2**-10
-    -(1 + 2**-11),  # sign symmetry of the tie
-    1 + 2**-11 + 2**-20,  # just above the tie: nearest -> up, rz -> down
-    1 + 2**-12,  # below the tie: every rounding -> 1
-    1024.5,  # pytorch issue 53635
-    2 - 2**-12,  # tie that carries into the next binade under rna/rne
-)
 
 _KEYS = {
     "schema": str,
@@ -80,116 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--repeats", type=int, default=20, help="timed matmuls per size")
     parser.add_argument("--device", type=int, default=0, help="CUDA device index")
-
-
-def _matches(observed: torch.Tensor, values: torch.Tensor) -> list[str]:
-    candidates = {"fp32": values, **{r: round_tf32(values, r) for r in ROUNDINGS}}
-    return [name for name, ref in candidates.items() if torch.equal(observed, ref)]
-
-
-def rounding_probe(device: torch.device | str, n: int = 128, mode: str = "high") -> dict[str, Any]:
-    """Which rounding the device's TF32 matmul applies to its operands.
-
-    Args:
-        device: a CUDA device with TF32.
-        n: size of the probing matrices (large enough for tensor-core kernels).
-        mode: the float32 matmul precision to probe (``'high'``; ``'medium'`` checks
-            that cuBLAS treats it as TF32 too).
-
-    Returns:
-        ``{"values", "first_operand", "second_operand", "matrix_vector", "matches"}``:
-        the probe values, what each product returned for them, and for each of the
-        three products the names among ``fp32``/``rna``/``rne``/``rz`` it agrees with.
-    """
-    values = torch.tensor(PROBE_VALUES, dtype=torch.float32)
-    k = len(values)
-    eye = torch.eye(n, device=device)
-    first = torch.zeros(n, n, device=device)
-    first[:k, 0] = values.to(device)
-    second = torch.zeros(n, n, device=device)
-    second[0, :k] = values.to(device)
-    with matmul_precision(mode):
-        out_first = (first @ eye)[:k, 0].cpu()
-        out_second = (eye @ second)[0, :k].cpu()
-        out_mv = (first @ eye[:, 0]).cpu()[:k]
-    return {
-        "values": values.tolist(),
-        "first_operand": out_first.tolist(),
-        "second_operand": out_second.tolist(),
-        "matrix_vector": out_mv.tolist(),
-        "matches": {
-            "first_operand": _matches(out_first, values),
-            "second_operand": _matches(out_second, values),
-            "matrix_vector": _matches(out_mv, values),
-        },
-    }
-
-
-def diag_record(device: torch.device | str) -> dict[str, Any]:
-    """The chapter's diag(QᵀLQ) experiment on ``device``, all 128 entries.
-
-    Args:
-        device: where the matmuls run (real TF32 at 'high' on a capable GPU).
-
-    Returns:
-        ``{"precision": "high", "tf32_real", "indices", "true", <method>: [...]}``.
-    """
-    res = diag_qtlq_experiment(device=device, methods=("fp32", "tf32", "3xtf32"))
-    out: dict[str, Any] = {
-        "precision": "high",
-        "tf32_real": res.tf32_real,
-        "indices": list(TABLE_INDICES),
-        "true": res.eigenvalues.tolist(),
-    }
-    out.update({m: v.tolist() for m, v in res.estimates.items()})
-    return out
-
-
-def _time_cuda(fn: Any, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / 1e3 / repeats
-
-
-def throughput(sizes: list[int], repeats: int, device: torch.device | str) -> list[dict[str, Any]]:
-    """Square float32 matmul speed as float32, TF32 and 3xTF32, in TFLOP/s (2n³ per product).
-
-    Args:
-        sizes: matrix sizes.
-        repeats: timed products per size and mode.
-        device: a CUDA device.
-
-    Returns:
-        One dict per size: ``size``, ``fp32_tflops``, ``tf32_tflops``, ``3xtf32_tflops``.
-    """
-    rows = []
-    gen = torch.Generator().manual_seed(0)
-    for n in sizes:
-        a = torch.randn(n, n, generator=gen).to(device)
-        b = torch.randn(n, n, generator=gen).to(device)
-        flop = 2.0 * n**3
-        with matmul_precision("highest"):
-            t_fp32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
-        with matmul_precision("high"):
-            t_tf32 = _time_cuda(lambda a=a, b=b: a @ b, repeats)
-            t_3x = _time_cuda(lambda a=a, b=b: matmul_3xtf32(a, b), repeats)
-        rows.append(
-            {
-                "size": n,
-                "fp32_tflops": flop / t_fp32 / 1e12,
-                "tf32_tflops": flop / t_tf32 / 1e12,
-                "3xtf32_tflops": flop / t_3x / 1e12,
-            }
-        )
-        del a, b
-    return rows
 
 
 def validate_record(record: Any) -> None:
@@ -251,7 +122,7 @@ def measure(sizes: list[int], repeats: int, device: int = 0) -> dict[str, Any]:
     dev = torch.device("cuda", device)
     record = {
         "schema": SCHEMA,
-        "provenance": provenance(device),
+        "provenance": describe_runtime().as_record(),
         "rounding": rounding_probe(dev),
         "rounding_medium": rounding_probe(dev, mode="medium"),
         "diag_qtlq": diag_record(dev),

@@ -1,13 +1,23 @@
-"""Show the package's own code in a chapter instead of a copy that could drift."""
+"""Show the package's own code in a chapter instead of a copy that could drift.
+
+A chapter shows the few lines that carry an idea, not a whole listing: the package marks such
+a part with two comments, ``# [show:NAME]`` and ``# [/show:NAME]``, and
+``show_source(obj, part="NAME")`` shows only the lines between them (the markers themselves
+never appear in a listing).
+"""
 
 from __future__ import annotations
 
 import html
 import inspect
+import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["SourceListing", "show_source"]
+
+_MARKER = re.compile(r"^\s*# \[(/?)show:([\w-]+)\]\s*$")
 
 
 @dataclass(frozen=True)
@@ -26,8 +36,8 @@ class SourceListing:
     Example:
         >>> listing = show_source(show_source)
         >>> listing.qualname
-        'eigprec.source.show_source'
-        >>> listing.header.startswith("eigprec.source.show_source — eigprec/source.py")
+        'eigprec.book.source.show_source'
+        >>> listing.header.startswith("eigprec.book.source.show_source — eigprec/book/source.py")
         True
     """
 
@@ -63,12 +73,15 @@ class SourceListing:
         )
 
 
-def show_source(obj: object) -> SourceListing:
+def show_source(obj: object, part: str | None = None) -> SourceListing:
     """Return the source of a function, class or method, ready to display.
 
     Args:
         obj: a Python-level function, method or class (objects wrapped with
             :func:`functools.wraps` show the wrapped definition).
+        part: the name of a marked part (``# [show:part]`` … ``# [/show:part]`` inside
+            ``obj``) to show instead of the whole definition; it is dedented, and the
+            header gives its own line numbers.
 
     Returns:
         A :class:`SourceListing`; as the last expression of a notebook cell it
@@ -76,10 +89,11 @@ def show_source(obj: object) -> SourceListing:
 
     Raises:
         TypeError: if ``obj`` has no Python source (a builtin, an instance, a
-            C extension function).
+            C extension function), or ``part`` is not a string.
+        ValueError: if ``obj`` has no part of that name.
 
     Example:
-        >>> from eigprec import show_source
+        >>> from eigprec.book import show_source
         >>> listing = show_source(show_source)
         >>> listing.code.startswith("def show_source")
         True
@@ -104,6 +118,29 @@ def show_source(obj: object) -> SourceListing:
         except ValueError:
             pass
     qualname = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    if part is not None:
+        if not isinstance(part, str):
+            raise TypeError(f"part must be a string, got {type(part).__name__}")
+        lines, first = _marked_part(lines, first, part, qualname)
+    else:
+        lines = [line for line in lines if not _MARKER.match(line)]
     return SourceListing(
         qualname=qualname, path=path.as_posix(), first_line=first, code="".join(lines)
     )
+
+
+def _marked_part(lines: list[str], first: int, part: str, qualname: str) -> tuple[list[str], int]:
+    """The lines strictly between ``# [show:part]`` and ``# [/show:part]``, dedented."""
+    start = end = None
+    for i, line in enumerate(lines):
+        match = _MARKER.match(line)
+        if match and match.group(2) == part:
+            if match.group(1) == "" and start is None:
+                start = i + 1
+            elif match.group(1) == "/" and start is not None:
+                end = i
+                break
+    if start is None or end is None:
+        raise ValueError(f"{qualname} has no part marked '# [show:{part}]' … '# [/show:{part}]'")
+    body = [line for line in lines[start:end] if not _MARKER.match(line)]
+    return textwrap.dedent("".join(body)).splitlines(keepends=True), first + start

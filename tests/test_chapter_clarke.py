@@ -1,4 +1,4 @@
-"""Tests for eigprec.clarke_experiments: the chapter's experiments return what it claims."""
+"""Tests for eigprec.chapters.clarke: the chapter's experiments return what it claims."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from eigprec import clarke_experiments as ce
+from eigprec.chapters.clarke import experiments as ce
+from eigprec.chapters.clarke import regression, speed
 
 
 def test_gradient_check_agrees_three_ways():
@@ -75,7 +76,7 @@ def test_eigh_backward_demo():
 
 
 def test_timing_sweep_shapes():
-    rows = ce.timing_sweep(sizes=(4, 5), batches=(3,), repeats=1)
+    rows = speed.timing_sweep(sizes=(4, 5), batches=(3,), repeats=1)
     assert [(r["n"], r["batch"]) for r in rows] == [(4, 3), (5, 3)]
     for r in rows:
         for key in ("torch_forward", "kth_forward", "torch_train", "kth_train"):
@@ -87,49 +88,49 @@ def test_stream_race_demo_refuses_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("this test checks the refusal on machines without CUDA")
     with pytest.raises(RuntimeError, match="CUDA"):
-        ce.stream_race_demo()
+        speed.stream_race_demo()
 
 
 def test_synthetic_housing_shape_and_determinism():
-    a, b = ce.synthetic_housing(seed=1), ce.synthetic_housing(seed=1)
+    a, b = regression.synthetic_housing(seed=1), regression.synthetic_housing(seed=1)
     assert a["X"].shape == (20640, 8) and a["y"].shape == (20640,)
     assert torch.equal(a["X"], b["X"]) and torch.equal(a["y"], b["y"])
-    assert not torch.equal(a["y"], ce.synthetic_housing(seed=2)["y"])
+    assert not torch.equal(a["y"], regression.synthetic_housing(seed=2)["y"])
 
 
 def test_load_housing_offline_fallback_says_why():
-    d = ce.load_housing(allow_download=False)
+    d = regression.load_housing(allow_download=False)
     assert d["source"] == "synthetic" and d["note"]
 
 
 def test_spectral_regressor_mu_nondecreasing_and_init_scale():
-    m = ce.SpectralRegressor(8, 10, generator=torch.Generator().manual_seed(0))
+    m = regression.SpectralRegressor(8, 10, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         m.theta.copy_(torch.randn(10, generator=torch.Generator().manual_seed(1)) * 5)
     assert (m.mu().diff() >= 0).all()
     std = float(m.A.detach().std())
     assert std == pytest.approx(1 / (math.sqrt(10) * 8), rel=0.2)
     with pytest.raises(ValueError, match="eig must be"):
-        ce.SpectralRegressor(8, 4, eig="numpy")
+        regression.SpectralRegressor(8, 4, eig="numpy")
 
 
 def test_spectral_regressor_kth_and_torch_agree():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(5, 8, generator=g)
-    m1 = ce.SpectralRegressor(8, 6, generator=torch.Generator().manual_seed(2))
-    m2 = ce.SpectralRegressor(8, 6, eig="torch", generator=torch.Generator().manual_seed(2))
+    m1 = regression.SpectralRegressor(8, 6, generator=torch.Generator().manual_seed(2))
+    m2 = regression.SpectralRegressor(8, 6, eig="torch", generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(m1(x), m2(x))
 
 
 def test_training_learns_and_is_reproducible():
-    data = ce.synthetic_housing(rows=2000)
-    r1 = ce.train_spectral_regression(data, n=6, epochs=3, seed=0)
-    r2 = ce.train_spectral_regression(data, n=6, epochs=3, seed=0)
+    data = regression.synthetic_housing(rows=2000)
+    r1 = regression.train_spectral_regression(data, n=6, epochs=3, seed=0)
+    r2 = regression.train_spectral_regression(data, n=6, epochs=3, seed=0)
     assert r1["test_rmse"] == r2["test_rmse"]
     assert r1["train_rmse"][-1] < r1["train_rmse"][0]
     assert r1["test_rmse"] < 0.9  # better than predicting the mean (1.0)
     assert r1["nonfinite_steps"] == 0
-    sweep = ce.regression_size_sweep(data, sizes=(2, 4), epochs=1)
+    sweep = regression.regression_size_sweep(data, sizes=(2, 4), epochs=1)
     assert [r["n"] for r in sweep] == [2, 4]
 
 
@@ -141,12 +142,12 @@ def test_descent_demo_only_min_norm_decreases_lambda_max():
 
 def test_timing_sweep_restores_thread_count():
     before = torch.get_num_threads()
-    ce.timing_sweep(sizes=(3,), batches=(2,), repeats=1, threads=1)
+    speed.timing_sweep(sizes=(3,), batches=(2,), repeats=1, threads=1)
     assert torch.get_num_threads() == before
 
 
 def test_inverse_iteration_tradeoff_bins_and_accuracy():
-    r = ce.inverse_iteration_tradeoff(batch=60, n=12, k=5, repeats=1, dtype=torch.float64)
+    r = speed.inverse_iteration_tradeoff(batch=60, n=12, k=5, repeats=1, dtype=torch.float64)
     assert sum(b["count"] for b in r["bins"]) == 60
     for b in r["bins"]:
         if b["count"] and b["lo"] >= 1e-4:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from eigprec.tf32_experiments import FORMATS, DiagQtLQResult, predicted_median_error
+from eigprec.chapters.tf32.experiments import FORMATS, DiagQtLQResult, predicted_median_error
 
-__all__ = ["hex_float", "markdown_table", "plot_formats", "plot_qtlq_errors"]
+__all__ = ["hex_float", "plot_formats", "plot_qtlq_errors"]
 
 _COLORS = {"sign": "#c44e52", "exponent": "#4c72b0", "mantissa": "#55a868", "dropped": "#dddddd"}
 _METHOD_STYLE = {
@@ -87,7 +86,7 @@ def plot_qtlq_errors(
         The matplotlib figure.
 
     Example:
-        >>> from eigprec.tf32_experiments import diag_qtlq_experiment
+        >>> from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
         >>> fig = plot_qtlq_errors(diag_qtlq_experiment(n=32))
         >>> fig.axes[0].get_yscale()
         'log'
@@ -120,48 +119,6 @@ def plot_qtlq_errors(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def _fmt_default(v: Any) -> str:
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v) or v == 0:
-            return str(v)
-        return f"{v:.4g}"
-    return str(v)
-
-
-def markdown_table(
-    rows: Sequence[dict[str, Any]],
-    columns: Sequence[tuple[str, str]],
-    fmt: dict[str, Callable[[Any], str]] | None = None,
-) -> str:
-    """Render rows as a Markdown table (display it with ``IPython.display.Markdown``).
-
-    Args:
-        rows: dicts holding at least the keys named in ``columns``.
-        columns: ``(key, header)`` pairs, in order.
-        fmt: optional per-key formatting functions (default: 4 significant digits).
-
-    Returns:
-        The Markdown source.
-
-    Raises:
-        KeyError: if a row lacks a column's key.
-
-    Example:
-        >>> print(markdown_table([{"a": 1.0}], [("a", "A")]))
-        | A |
-        |---|
-        | 1 |
-    """
-    fmt = fmt or {}
-    head = "| " + " | ".join(h for _, h in columns) + " |"
-    rule = "|" + "|".join("---" for _ in columns) + "|"
-    body = [
-        "| " + " | ".join(fmt.get(k, _fmt_default)(row[k]) for k, _ in columns) + " |"
-        for row in rows
-    ]
-    return "\n".join([head, rule, *body])
 
 
 def hex_float(v: float) -> str:

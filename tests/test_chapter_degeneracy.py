@@ -5,14 +5,17 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eigprec.degeneracy_experiments import (
-    eigvec_rotation_experiment,
-    ema_first_weight,
-    printed_bound,
-    spike_angle_table,
-    spike_experiment,
-    tf32_mode,
-)
+from eigprec.book import printed_bound
+from eigprec.chapters.degeneracy.experiments import eigvec_rotation_experiment
+from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
+from eigprec.soap import ema_first_weight
+from eigprec.tf32 import tf32_mode
+
+
+def run_spike(*args, **kw):
+    """``spike_experiment`` of ``SpikeConfig(*args, **kw)``."""
+    return spike_experiment(SpikeConfig(*args, **kw))
+
 
 # -- rotation against ‖E‖/gap -----------------------------------------------------------------
 
@@ -50,22 +53,22 @@ def _max_after_spike(run):
 
 @pytest.mark.parametrize("method", ["SOAP", "REKLS"])
 def test_tf32_rotates_the_basis_and_float32_float64_relative_eps_do_not(method):
-    tf32 = spike_experiment(method, "high", **SHORT)
+    tf32 = run_spike(method, "high", **SHORT)
     assert tf32.tf32 == "emulated"
     assert _max_after_spike(tf32) > 80.0
     # Before the spike nothing moves, even at TF32: the damage is the spike's.
     assert tf32.top1_angles(49)[40:50].max() < 0.2
     for run in (
-        spike_experiment(method, "highest", **SHORT),
-        spike_experiment(method, "highest", dtype=torch.float64, **SHORT),
-        spike_experiment(method, "high", eps_mode="relative", **SHORT),
+        run_spike(method, "highest", **SHORT),
+        run_spike(method, "highest", dtype=torch.float64, **SHORT),
+        run_spike(method, "high", eps_mode="relative", **SHORT),
     ):
         assert run.tf32 in ("none", "emulated")
         assert _max_after_spike(run) < 0.2, run.label
 
 
 def test_spike_run_records_consistent_diagnostics():
-    run = spike_experiment("REKLS", "highest", shape=(12, 6), steps=8, spike_step=4)
+    run = run_spike("REKLS", "highest", shape=(12, 6), steps=8, spike_step=4)
     assert run.Q_L.shape == (8, 12, 12)
     assert run.eig_L.shape == (8, 12) and run.eig_R.shape == (8, 6)
     assert run.approx_L.shape == (8, 12) and run.approx_R.shape == (8, 6)
@@ -81,14 +84,14 @@ def test_spike_run_records_consistent_diagnostics():
 
 
 def test_spike_experiment_is_deterministic():
-    a = spike_experiment("SOAP", "high", shape=(16, 8), steps=12, spike_step=6)
-    b = spike_experiment("SOAP", "high", shape=(16, 8), steps=12, spike_step=6)
+    a = run_spike("SOAP", "high", shape=(16, 8), steps=12, spike_step=6)
+    b = run_spike("SOAP", "high", shape=(16, 8), steps=12, spike_step=6)
     assert torch.equal(a.Q_L, b.Q_L)
     assert torch.equal(a.eig_R, b.eig_R)
 
 
 def test_angle_table_rows_and_offsets():
-    run = spike_experiment("REKLS", "highest", shape=(16, 8), steps=20, spike_step=10)
+    run = run_spike("REKLS", "highest", shape=(16, 8), steps=20, spike_step=10)
     rows = spike_angle_table([run], ref_step=9, offsets=(1, 2, 5), k=3)
     assert [r["quantity"] for r in rows] == ["top-1", "top-3 subspace"]
     assert list(rows[0])[2:] == ["-5", "-2", "-1", "+1", "+2", "+5"]
@@ -100,7 +103,7 @@ def test_angle_table_rows_and_offsets():
 def test_pre_spike_factor_is_the_decayed_first_update():
     # KL-Shampoo's first step whitens with eps-clamped zero factors, so L starts ~1/eps too
     # large and then only decays: the "steady state" is a transient, not an equilibrium.
-    run = spike_experiment("REKLS", "highest", dtype=torch.float64, steps=50)
+    run = run_spike("REKLS", "highest", dtype=torch.float64, steps=50)
     ratio = run.eig_L[49, :8] / run.eig_L[0, :8]
     assert torch.allclose(ratio, torch.full_like(ratio, ema_first_weight(0.95, 50)), rtol=1e-3)
     # Pure decay by the bias-corrected beta: ‖ΔL‖/‖L‖ = (1 − β_t)/β_t (float64 state, so the
@@ -111,13 +114,13 @@ def test_pre_spike_factor_is_the_decayed_first_update():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="method"):
-        spike_experiment("Adam")
+        run_spike("Adam")
     with pytest.raises(ValueError, match="steps"):
-        spike_experiment(steps=0)
+        run_spike(steps=0)
     with pytest.raises(ValueError, match="implementation"):
-        spike_experiment(implementation="other")
+        run_spike(implementation="other")
     with pytest.raises(ValueError, match="shape"):
-        spike_experiment(shape=(0, 3))
+        run_spike(shape=(0, 3))
     with pytest.raises(ValueError, match="shampoo_beta"):
         ema_first_weight(1.0, 3)
     assert ema_first_weight(0.0, 2) == 0.0
@@ -140,23 +143,25 @@ def test_library_implementation_runs_through_the_same_experiment(monkeypatch):
         assert max_rms == 0
 
     monkeypatch.setattr(lib, "_clip_update_rms_in_place", _no_clip)
-    ours = spike_experiment("REKLS", "highest", shape=(16, 8), steps=6, spike_step=3)
-    theirs = spike_experiment(
+    ours = run_spike("REKLS", "highest", shape=(16, 8), steps=6, spike_step=3)
+    theirs = run_spike(
         "REKLS", "highest", shape=(16, 8), steps=6, spike_step=3, implementation="library"
     )
     assert theirs.label == "REKLS highest library"
     assert torch.allclose(theirs.eig_L, ours.eig_L, rtol=1e-4)
     assert bool(torch.isnan(theirs.approx_L).all())  # the library exposes no diagnostics
     with pytest.raises(ValueError, match="library supports only"):
-        spike_experiment(implementation="library", eps_mode="relative")
+        run_spike(implementation="library", eps_mode="relative")
 
 
 def test_docstring_examples():
     import doctest
 
-    import eigprec.degeneracy_experiments
+    import eigprec.chapters.degeneracy.experiments
+    import eigprec.chapters.degeneracy.spike
 
-    assert doctest.testmod(eigprec.degeneracy_experiments).failed == 0
+    for module in (eigprec.chapters.degeneracy.experiments, eigprec.chapters.degeneracy.spike):
+        assert doctest.testmod(module).failed == 0
 
 
 # -- bounds printed in the prose ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests of eigprec.tf32_plots: figures carry titles and labels; tables render."""
+"""Tests of eigprec.chapters.tf32.plots: figures carry titles and labels; tables render."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
-import pytest
 
-import eigprec.tf32_plots as tp
-from eigprec.tf32_experiments import diag_qtlq_experiment, predicted_median_error
+import eigprec.chapters.tf32.plots as tp
+from eigprec.chapters.tf32.experiments import diag_qtlq_experiment, predicted_median_error
 
 
 def test_formats_figure_is_labelled():
@@ -34,13 +33,6 @@ def test_error_figure_is_labelled_and_has_predicted_lines():
     expected = predicted_median_error(result.eigenvalues, 2.0**-11)
     assert any(abs(level - expected) <= 1e-12 * expected for level in levels)
     plt.close(fig)
-
-
-def test_markdown_table():
-    text = tp.markdown_table([{"a": 1.23456, "b": "x"}], [("a", "A"), ("b", "B")])
-    assert text.splitlines() == ["| A | B |", "|---|---|", "| 1.235 | x |"]
-    with pytest.raises(KeyError):
-        tp.markdown_table([{"a": 1}], [("b", "B")])
 
 
 def test_hex_float():

@@ -7,16 +7,15 @@ experiment. Figures are returned (not shown) so a chapter can glue or display th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from eigprec.degeneracy_experiments import RotationResult, SpikeRun
+from eigprec.chapters.degeneracy.experiments import RotationResult
+from eigprec.chapters.degeneracy.spike import SpikeRun
 
 __all__ = [
-    "angle_table_markdown",
     "plot_approx_vs_true",
     "plot_factor_health",
     "plot_rotation",
@@ -35,7 +34,7 @@ def plot_rotation(result: RotationResult) -> Figure:
         The figure.
 
     Example:
-        >>> from eigprec import eigvec_rotation_experiment
+        >>> from eigprec.chapters.degeneracy.experiments import eigvec_rotation_experiment
         >>> fig = plot_rotation(eigvec_rotation_experiment(n=6, ratios=[0.1, 1.0], trials=2))
         >>> len(fig.axes)
         1
@@ -82,8 +81,8 @@ def plot_spike_angles(
         The figure (two panels).
 
     Example:
-        >>> from eigprec import spike_experiment
-        >>> run = spike_experiment("REKLS", "highest", shape=(8, 4), steps=6, spike_step=3)
+        >>> from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+        >>> run = spike_experiment(SpikeConfig("REKLS", shape=(8, 4), steps=6, spike_step=3))
         >>> len(plot_spike_angles([run], ref_step=2, k=2, spike_step=3).axes)
         2
     """
@@ -121,8 +120,8 @@ def plot_spectra(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 70)) -
         The figure (two panels: L, R).
 
     Example:
-        >>> from eigprec import spike_experiment
-        >>> run = spike_experiment("REKLS", "highest", shape=(8, 4), steps=6, spike_step=3)
+        >>> from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+        >>> run = spike_experiment(SpikeConfig("REKLS", shape=(8, 4), steps=6, spike_step=3))
         >>> len(plot_spectra([run], window=(0, 6)).axes)
         2
     """
@@ -175,8 +174,8 @@ def plot_approx_vs_true(runs: Sequence[SpikeRun], step: int) -> Figure:
         ValueError: if ``step`` is 0.
 
     Example:
-        >>> from eigprec import spike_experiment
-        >>> run = spike_experiment("REKLS", "highest", shape=(8, 4), steps=6, spike_step=3)
+        >>> from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+        >>> run = spike_experiment(SpikeConfig("REKLS", shape=(8, 4), steps=6, spike_step=3))
         >>> len(plot_approx_vs_true([run], step=4).axes)
         1
     """
@@ -219,8 +218,8 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
         The figure (two panels).
 
     Example:
-        >>> from eigprec import spike_experiment
-        >>> run = spike_experiment("REKLS", "highest", shape=(8, 4), steps=6, spike_step=3)
+        >>> from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+        >>> run = spike_experiment(SpikeConfig("REKLS", shape=(8, 4), steps=6, spike_step=3))
         >>> len(plot_factor_health([run], window=(0, 6)).axes)
         2
     """
@@ -241,33 +240,3 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def angle_table_markdown(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
-    """Render :func:`eigprec.spike_angle_table` rows as a Markdown table (degrees).
-
-    Args:
-        rows: Table rows.
-        digits: Decimals shown.
-
-    Returns:
-        Markdown text.
-
-    Example:
-        >>> print(angle_table_markdown([{"run": "a", "quantity": "top-1", "+1": 0.5}]))
-        | run | quantity | +1 |
-        |---|---|---:|
-        | a | top-1 | 0.500 |
-    """
-    if not rows:
-        return ""
-    keys = list(rows[0])
-    head = "| " + " | ".join(keys) + " |"
-    align = "|" + "|".join("---" if k in ("run", "quantity") else "---:" for k in keys) + "|"
-    body = [
-        "| "
-        + " | ".join(f"{r[k]:.{digits}f}" if isinstance(r[k], float) else str(r[k]) for k in keys)
-        + " |"
-        for r in rows
-    ]
-    return "\n".join([head, align, *body])

@@ -1,4 +1,4 @@
-"""Small helpers for chapters: glued values, progress bars and recorded GPU results."""
+"""How a chapter talks to its reader: glued values, progress bars and recorded GPU results."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def record_dirs() -> list[Path]:
     candidates = [
         Path.cwd() / "data",
         Path.cwd() / "book" / "data",
-        Path(__file__).resolve().parents[2] / "book" / "data",
+        Path(__file__).resolve().parents[3] / "book" / "data",
     ]
     seen: list[Path] = []
     for path in candidates:

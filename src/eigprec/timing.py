@@ -1,4 +1,7 @@
-"""Side-by-side timing: interleaved repeats, median, device-aware synchronisation."""
+"""The one timer of the package: interleaved repeats, median, device-aware synchronisation.
+
+Chapters, recorders and ``benchmarks/`` all measure with it, so their ratios mean the same.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,22 @@
+"""The book's helpers: what a chapter needs to talk to its reader.
+
+Glued values and progress bars (:mod:`~eigprec.book.notebook`), package code shown in a page
+(:mod:`~eigprec.book.source`), tables, notes and printed bounds
+(:mod:`~eigprec.book.display`). The library (:mod:`eigprec`) never imports this package.
+"""
+
+from eigprec.book.display import markdown_table, note, printed_bound
+from eigprec.book.notebook import glue, load_record, progress, record_dirs
+from eigprec.book.source import SourceListing, show_source
+
+__all__ = [
+    "SourceListing",
+    "glue",
+    "load_record",
+    "markdown_table",
+    "note",
+    "printed_bound",
+    "progress",
+    "record_dirs",
+    "show_source",
+]

@@ -1,0 +1,1 @@
+"""Experiments, timing sweeps, the regression model and plots of the Clarke chapter."""

@@ -1,0 +1,317 @@
+"""Experiments of the chapter "Clarke subgradients of the k-th eigenvalue": the gradient, kinks
+and the Clarke set.
+
+Every function takes explicit parameters (sizes, seeds) and returns plain data; plots are in
+:mod:`eigprec.chapters.clarke.plots`, timing sweeps in :mod:`eigprec.chapters.clarke.speed`
+and the regression model in :mod:`eigprec.chapters.clarke.regression`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from eigprec.eig import kth_eigvalsh
+
+__all__ = [
+    "clarke_membership",
+    "crossing_family",
+    "descent_demo",
+    "eigh_backward_demo",
+    "gradient_check",
+    "repeated_eigenvalue_matrix",
+]
+
+
+def _rotation(n: int, seed: int) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    Q, R = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+    return Q * torch.sign(torch.diagonal(R))  # Haar-distributed, deterministic sign
+
+
+def _grad(X: Tensor, k: int, **kw: Any) -> Tensor:
+    Xr = X.detach().clone().requires_grad_(True)
+    kth_eigvalsh(Xr, k, **kw).sum().backward()
+    assert Xr.grad is not None
+    return Xr.grad
+
+
+# --------------------------------------------------------------------------- 1. smooth case
+
+
+def gradient_check(n: int = 6, k: int = 2, seed: int = 0, h: float = 1e-6) -> dict[str, float]:
+    """The gradient q qᵀ at a simple eigenvalue, three ways.
+
+    Compares ``kth_eigvalsh``'s gradient with autograd through ``torch.linalg.eigvalsh`` and with
+    a central finite difference along a random symmetric direction E:
+    (λ_k(X + hE) − λ_k(X − hE)) / 2h ≈ ⟨q qᵀ, E⟩.
+
+    Args:
+        n: matrix size.
+        k: eigenvalue index.
+        seed: generator seed for X and E.
+        h: finite-difference step (float64).
+
+    Returns:
+        dict with the eigen-gap at k, ``max_abs_diff_autograd`` (vs eigvalsh autograd),
+        ``directional`` (⟨G, E⟩), ``finite_difference`` and their ``fd_rel_err``.
+
+    Example:
+        >>> r = gradient_check()
+        >>> r["max_abs_diff_autograd"] < 1e-12
+        True
+    """
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, n, generator=g, dtype=torch.float64)
+    X = (X + X.T) / 2
+    E = torch.randn(n, n, generator=g, dtype=torch.float64)
+    E = (E + E.T) / 2
+    G = _grad(X, k)
+    Xr = X.clone().requires_grad_(True)
+    torch.linalg.eigvalsh(Xr)[k].backward()
+    assert Xr.grad is not None
+    w = torch.linalg.eigvalsh(X)
+    gap = min(
+        float(w[k] - w[k - 1]) if k > 0 else math.inf,
+        float(w[k + 1] - w[k]) if k < n - 1 else math.inf,
+    )
+    directional = float((G * E).sum())
+    fd = float((kth_eigvalsh(X + h * E, k) - kth_eigvalsh(X - h * E, k)) / (2 * h))
+    return {
+        "gap": gap,
+        "max_abs_diff_autograd": float((G - Xr.grad).abs().max()),
+        "directional": directional,
+        "finite_difference": fd,
+        "fd_rel_err": abs(fd - directional) / abs(directional),
+    }
+
+
+# --------------------------------------------------------------------------- 2. kinks
+
+
+def crossing_family(
+    t_min: float = -1.0, t_max: float = 2.0, steps_per_unit: int = 100, seed: int = 0
+) -> dict[str, Tensor]:
+    """Eigenvalues and their slopes along X(t) = Q diag(t, 0, 1) Qᵀ.
+
+    The eigenvalues t, 0, 1 cross at t = 0 and t = 1, where the sorted λ_k(t) have kinks; the
+    largest, max(t, 1), and the smallest, min(t, 0), are ReLU-like. Slopes are
+    dλ_k/dt = ⟨G_k, dX/dt⟩ = ⟨G_k, q qᵀ⟩ with q = Q e₁ for each subgradient mode; at a
+    crossing the ``"mean"`` mode gives exactly the midpoint ½ of the one-sided slopes, the
+    ``"eigenvector"`` mode whatever the solver's basis implies.
+
+    Args:
+        t_min, t_max: parameter range (integers times 1/steps_per_unit hit 0 and 1 exactly).
+        steps_per_unit: grid points per unit of t.
+        seed: seed of the rotation Q that hides the structure from the solver.
+
+    Returns:
+        dict with ``t`` (T,), ``eigenvalues`` (T, 3), ``slope_eigenvector`` and ``slope_mean``
+        (T, 3), and ``crossings`` (indices of t = 0 and t = 1 in the grid).
+
+    Example:
+        >>> fam = crossing_family()
+        >>> fam["eigenvalues"].shape
+        torch.Size([301, 3])
+    """
+    lo, hi = round(t_min * steps_per_unit), round(t_max * steps_per_unit)
+    t = torch.arange(lo, hi + 1, dtype=torch.float64) / steps_per_unit
+    Q = _rotation(3, seed)
+    d = torch.zeros(t.numel(), 3, dtype=torch.float64)
+    d[:, 0], d[:, 2] = t, 1.0
+    X = (Q * d[:, None, :]) @ Q.T
+    dX = torch.outer(Q[:, 0], Q[:, 0])
+    lam = torch.linalg.eigvalsh(X)
+    slopes = {}
+    for mode in ("eigenvector", "mean"):
+        slopes[mode] = torch.stack(
+            [(_grad(X, k, subgradient=mode) * dX).sum((-2, -1)) for k in range(3)], dim=-1
+        )
+    crossings = torch.tensor([int((t == 0).nonzero()), int((t == 1).nonzero())])
+    return {
+        "t": t,
+        "eigenvalues": lam,
+        "slope_eigenvector": slopes["eigenvector"],
+        "slope_mean": slopes["mean"],
+        "crossings": crossings,
+    }
+
+
+def repeated_eigenvalue_matrix(
+    n: int, start: int, multiplicity: int, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> tuple[Tensor, Tensor]:
+    """X = Q diag(λ) Qᵀ whose eigenvalues start, …, start+multiplicity−1 all equal 1.
+
+    Args:
+        n: size.
+        start: first ascending index of the repeated eigenvalue.
+        multiplicity: how many copies.
+        seed: seed of Q.
+        dtype: dtype of the returned X (built in float64, then rounded).
+
+    Returns:
+        ``(X, U)``: the matrix and an orthonormal basis U (n, multiplicity) of the eigenspace.
+
+    Example:
+        >>> X, U = repeated_eigenvalue_matrix(5, 1, 2)
+        >>> U.shape
+        torch.Size([5, 2])
+    """
+    Q = _rotation(n, seed)
+    lam = torch.arange(n, dtype=torch.float64) - start + 1.0
+    lam[start : start + multiplicity] = 1.0
+    return ((Q * lam) @ Q.T).to(dtype), Q[:, start : start + multiplicity]
+
+
+def clarke_membership(
+    n: int = 6,
+    start: int = 1,
+    multiplicity: int = 3,
+    k: int = 2,
+    seed: int = 0,
+    dtypes: Iterable[torch.dtype] = (torch.float64, torch.float32),
+) -> list[dict[str, Any]]:
+    """Check both subgradient modes against ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1}.
+
+    For each dtype and mode: the deviation of G from symmetry, its smallest eigenvalue, the
+    error of its trace, the size of the part of G outside the eigenspace (‖(I − UUᵀ)G‖), its
+    distance to the minimum-norm element UUᵀ/r, its norm, and its *basis dependence*: the
+    change of G when the same problem is posed in rotated coordinates (RXRᵀ) and the answer
+    rotated back. Only the minimum-norm choice is independent of the solver's basis.
+
+    Args:
+        n, start, multiplicity: shape of the repeated eigenvalue (see
+            :func:`repeated_eigenvalue_matrix`).
+        k: index inside the cluster.
+        seed: seed of X's eigenbasis (the rotation uses ``seed + 1``).
+        dtypes: dtypes to test.
+
+    Returns:
+        One dict per (dtype, mode).
+
+    Example:
+        >>> rows = clarke_membership(dtypes=(torch.float64,))
+        >>> sorted(r["mode"] for r in rows)
+        ['eigenvector', 'mean']
+    """
+    rows = []
+    R = _rotation(n, seed + 1)
+    for dtype in dtypes:
+        X, U = repeated_eigenvalue_matrix(n, start, multiplicity, seed, dtype)
+        Y = (R.to(dtype) @ X @ R.T.to(dtype)).to(dtype)
+        for mode in ("eigenvector", "mean"):
+            G = _grad(X, k, subgradient=mode).double()
+            G_rot = R.T @ _grad(Y, k, subgradient=mode).double() @ R
+            P_perp = torch.eye(n, dtype=torch.float64) - U @ U.T
+            rows.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "mode": mode,
+                    "symmetry_err": float((G - G.T).abs().max()),
+                    "min_eigenvalue": float(torch.linalg.eigvalsh((G + G.T) / 2).min()),
+                    "trace_err": abs(float(torch.trace(G)) - 1.0),
+                    "outside_eigenspace": float(torch.linalg.matrix_norm(P_perp @ G)),
+                    "dist_to_min_norm": float(torch.linalg.matrix_norm(G - U @ U.T / multiplicity)),
+                    "frobenius_norm": float(torch.linalg.matrix_norm(G)),
+                    "basis_dependence": float(torch.linalg.matrix_norm(G - G_rot)),
+                }
+            )
+    return rows
+
+
+def eigh_backward_demo(n: int = 5, multiplicity: int = 2, seed: int = 0) -> dict[str, Any]:
+    """Gradients at a repeated eigenvalue: through an eigenvector vs through the eigenvalue.
+
+    At λ₀ = λ₁ the eigenvector q₀ is not a function of X (any unit vector of the eigenspace
+    will do), so a loss that reads it, here L = (cᵀq₀)² with c = (1, …, 1)/√n, has no
+    derivative; ``torch.linalg.eigh``'s backward divides by λᵢ − λⱼ and reports it as
+    non-finite (when the solver returns exactly equal eigenvalues, ``diagonal``) or
+    astronomically large (when rounding splits them by ~1e-16, ``rotated``). The eigenvalue
+    itself is 1-Lipschitz: ``torch.linalg.eigvalsh``'s autograd and ``kth_eigvalsh`` give
+    gradients of norm at most 1 at the same matrices.
+
+    Args:
+        n: matrix size.
+        multiplicity: copies of the repeated eigenvalue (indices 0 … multiplicity−1).
+        seed: seed of the rotation.
+
+    Returns:
+        dict keyed ``diagonal`` / ``rotated``, each with the eigen-gap the solver saw, and the
+        max |gradient| and finiteness for the eigenvector loss (``eigh_vector_*``),
+        ``torch.linalg.eigvalsh`` autograd (``eigvalsh_*``) and ``kth_eigvalsh`` with
+        subgradient ``"mean"`` (``kth_*``).
+
+    Example:
+        >>> d = eigh_backward_demo()
+        >>> d["diagonal"]["eigh_vector_finite"], d["diagonal"]["kth_finite"]
+        (False, True)
+    """
+    lam = torch.arange(n, dtype=torch.float64) + 2.0 - multiplicity
+    lam[:multiplicity] = 1.0
+    Q = _rotation(n, seed)
+    cases = {"diagonal": torch.diag(lam), "rotated": (Q * lam) @ Q.T}
+    c = torch.ones(n, dtype=torch.float64) / math.sqrt(n)
+    out: dict[str, Any] = {}
+    for name, X in cases.items():
+        Xr = X.clone().requires_grad_(True)
+        w, V = torch.linalg.eigh(Xr)
+        (c @ V[:, 0]).square().backward()
+        assert Xr.grad is not None
+        g_vec = Xr.grad
+        Xv = X.clone().requires_grad_(True)
+        torch.linalg.eigvalsh(Xv)[0].backward()
+        assert Xv.grad is not None
+        g_kth = _grad(X, 0, subgradient="mean")
+        out[name] = {
+            "solver_gap": abs(float(w[1].detach() - w[0].detach())),
+            "eigh_vector_max_abs": float(g_vec.abs().nan_to_num(nan=math.inf).max()),
+            "eigh_vector_finite": bool(torch.isfinite(g_vec).all()),
+            "eigvalsh_max_abs": float(Xv.grad.abs().max()),
+            "eigvalsh_finite": bool(torch.isfinite(Xv.grad).all()),
+            "kth_norm": float(torch.linalg.matrix_norm(g_kth)),
+            "kth_max_abs": float(g_kth.abs().max()),
+            "kth_finite": bool(torch.isfinite(g_kth).all()),
+        }
+    return out
+
+
+def descent_demo(
+    n: int = 6, multiplicity: int = 3, steps: Iterable[float] = (1e-2, 1e-3, 1e-4), seed: int = 0
+) -> list[dict[str, float]]:
+    """Does a step against the subgradient decrease λ_max at a repeated top eigenvalue?
+
+    λ_max is convex, and at X with top eigenvalue of multiplicity r its directional
+    derivative along D is the largest eigenvalue of UᵀDU. Along D = −q qᵀ (one eigenvector,
+    what ``"eigenvector"`` returns) that is 0 for r ≥ 2 — the other r − 1 copies do not move —
+    while along D = −UUᵀ/r (``"mean"``) it is −1/r: only the minimum-norm element gives a
+    first-order decrease, as for any convex function where −(minimum-norm subgradient) is
+    the steepest-descent direction.
+
+    Args:
+        n: matrix size.
+        multiplicity: copies of λ_max.
+        steps: step lengths h.
+        seed: seed of the eigenbasis.
+
+    Returns:
+        One row per h with the measured slopes (λ_max(X − hG) − λ_max(X)) / h for both modes.
+
+    Example:
+        >>> rows = descent_demo(steps=(1e-4,))
+        >>> round(rows[0]["slope_mean"], 3), abs(rows[0]["slope_eigenvector"]) < 1e-6
+        (-0.333, True)
+    """
+    X, _ = repeated_eigenvalue_matrix(n, n - multiplicity, multiplicity, seed)
+    top = float(torch.linalg.eigvalsh(X)[-1])
+    G = {m: _grad(X, -1, subgradient=m) for m in ("eigenvector", "mean")}
+    rows = []
+    for h in steps:
+        row = {"h": h}
+        for mode, g in G.items():
+            row[f"slope_{mode}"] = (float(torch.linalg.eigvalsh(X - h * g)[-1]) - top) / h
+        rows.append(row)
+    return rows

@@ -1,0 +1,299 @@
+"""Speed of the Clarke chapter's k-th eigenvalue: timing sweeps, the inverse-iteration trade-off
+and the CUDA stream race. The GPU recorder (``python -m eigprec.bench eig``) reuses them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from eigprec.chapters.clarke.experiments import _grad
+from eigprec.eig import kth_eigvalsh
+from eigprec.eig_invit import kth_eigvalsh_inverse_iteration
+from eigprec.timing import time_side_by_side
+
+__all__ = [
+    "inverse_iteration_tradeoff",
+    "stream_race_demo",
+    "timing_sweep",
+]
+
+
+def timing_sweep(
+    sizes: Iterable[int] = (16, 32, 33, 64, 100),
+    batches: Iterable[int] = (100, 500),
+    *,
+    device: str = "cpu",
+    backend: str = "auto",
+    dtype: torch.dtype = torch.float32,
+    k: int = -1,
+    repeats: int = 3,
+    seed: int = 0,
+    threads: int | None = None,
+) -> list[dict[str, Any]]:
+    """Seconds per call of torch.linalg vs kth_eigvalsh, inference and training, side by side.
+
+    ``torch_forward``: ``torch.linalg.eigvalsh(A)[..., k]`` without grad; ``kth_forward``: the
+    same through ``kth_eigvalsh``; ``torch_train``: ``torch.linalg.eigh`` + backward of the
+    k-th eigenvalues' sum; ``kth_train``: ``kth_eigvalsh`` + backward.
+
+    Args:
+        sizes: matrix sizes n.
+        batches: batch sizes.
+        device: ``"cpu"`` or ``"cuda"``.
+        backend: ``kth_eigvalsh`` backend.
+        dtype: float32 or float64.
+        k: eigenvalue index.
+        repeats: interleaved timed rounds (median).
+        seed: generator seed of the random symmetric batches.
+        threads: torch intra-op threads during the measurement (None: unchanged). One thread
+            makes CPU timings far less sensitive to other processes on a shared machine.
+
+    Returns:
+        One dict per (n, batch) with the four medians and ``forward_speedup`` /
+        ``train_speedup`` (torch time ÷ kth_eigvalsh time).
+
+    Example:
+        >>> rows = timing_sweep(sizes=(4,), batches=(8,), repeats=1)
+        >>> sorted(rows[0])[:3]
+        ['backend', 'batch', 'device']
+    """
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _timing_rows(sizes, batches, device, backend, dtype, k, repeats, seed)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _timing_rows(
+    sizes: Iterable[int],
+    batches: Iterable[int],
+    device: str,
+    backend: str,
+    dtype: torch.dtype,
+    k: int,
+    repeats: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    rows = []
+    for n in sizes:
+        for batch in batches:
+            g = torch.Generator().manual_seed(seed)
+            B = torch.randn(batch, n, n, generator=g, dtype=dtype)
+            A = ((B + B.mT) / 2).to(device)
+
+            def torch_forward(A: Tensor = A) -> None:
+                with torch.no_grad():
+                    torch.linalg.eigvalsh(A)[..., k]
+
+            def kth_forward(A: Tensor = A) -> None:
+                with torch.no_grad():
+                    kth_eigvalsh(A, k, backend=backend)
+
+            def torch_train(A: Tensor = A) -> None:
+                X = A.detach().requires_grad_(True)
+                torch.linalg.eigh(X).eigenvalues[..., k].sum().backward()
+
+            def kth_train(A: Tensor = A) -> None:
+                X = A.detach().requires_grad_(True)
+                kth_eigvalsh(X, k, backend=backend).sum().backward()
+
+            t = time_side_by_side(
+                {
+                    "torch_forward": torch_forward,
+                    "kth_forward": kth_forward,
+                    "torch_train": torch_train,
+                    "kth_train": kth_train,
+                },
+                repeats=repeats,
+                device=device,
+            )
+            rows.append(
+                {
+                    "n": n,
+                    "batch": batch,
+                    "device": device,
+                    "backend": backend,
+                    **t,
+                    "forward_speedup": t["torch_forward"] / t["kth_forward"],
+                    "train_speedup": t["torch_train"] / t["kth_train"],
+                }
+            )
+    return rows
+
+
+def inverse_iteration_tradeoff(
+    batch: int = 500,
+    n: int = 100,
+    *,
+    k: int = -1,
+    device: str = "cpu",
+    backend: str = "auto",
+    dtype: torch.dtype = torch.float32,
+    steps: int = 3,
+    repeats: int = 3,
+    seed: int = 0,
+    gap_range: tuple[float, float] = (1e-7, 1e-2),
+    gap_edges: tuple[float, ...] = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, math.inf),
+) -> dict[str, Any]:
+    """Speed and accuracy of the inverse-iteration gradient against the exact one.
+
+    Times forward alone (eigenvalues only), forward+backward with the solver's eigenvectors
+    (``kth_eigvalsh``) and forward+backward with inverse iteration
+    (:func:`eigprec.eig_invit.kth_eigvalsh_inverse_iteration`), side by side; then bins the
+    batch by relative eigen-gap at k, min_j |λ_k − λ_j| / max|λ|, and reports in each bin the
+    largest gradient error (max-abs entry, against the float64 solver gradient) of inverse
+    iteration (``max_grad_err``) and, for scale, of the solver's own gradient in ``dtype``
+    (``max_grad_err_solver``).
+
+    Args:
+        batch, n: problem size.
+        k: eigenvalue index.
+        device: ``"cpu"`` or ``"cuda"``.
+        backend: eigenvalue backend.
+        dtype: float32 or float64.
+        steps: inverse-iteration steps.
+        repeats: timed rounds (median).
+        seed: generator seed.
+        gap_range: the gap between λ_k and its neighbour is drawn log-uniformly from this
+            range (the matrices are Q diag(λ) Qᵀ with Haar Q and otherwise evenly spaced λ on
+            [−1, 1]); random symmetric matrices would almost never show small gaps.
+        gap_edges: bin edges of the relative gap.
+
+    Returns:
+        dict with ``forward``, ``train_exact``, ``train_invit`` seconds, ``bins`` (one dict per
+        gap bin: ``lo``, ``hi`` (None for +∞), ``count``, ``max_grad_err``,
+        ``max_grad_err_solver`` (None for an empty bin)).
+
+    Example:
+        >>> r = inverse_iteration_tradeoff(batch=20, n=8, repeats=1)
+        >>> sum(b["count"] for b in r["bins"])
+        20
+    """
+    g = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
+    kk = k % n
+    # Spectrum: evenly spaced on [-1, 1] except that the neighbour above λ_k (below, for the
+    # top one) sits at a prescribed gap, log-uniform over gap_range.
+    lo_gap, hi_gap = gap_range
+    gaps = torch.exp(
+        math.log(lo_gap) + (math.log(hi_gap) - math.log(lo_gap)) * torch.rand(batch, generator=g)
+    ).double()
+    lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(batch, 1)
+    nb = kk + 1 if kk + 1 < n else kk - 1
+    lam[:, nb] = lam[:, kk] + torch.sign(torch.tensor(float(nb - kk))) * gaps
+    A64 = (Q * lam[:, None, :]) @ Q.mT
+    A64 = (A64 + A64.mT) / 2
+    A = A64.to(dtype).to(device)
+
+    def forward() -> None:
+        with torch.no_grad():
+            kth_eigvalsh(A, k, backend=backend)
+
+    def train_exact() -> None:
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh(X, k, backend=backend).sum().backward()
+
+    def train_invit() -> None:
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+
+    t = time_side_by_side(
+        {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
+        repeats=repeats,
+        device=device,
+    )
+    exact = _grad(A64, k)
+    X = A.detach().requires_grad_(True)
+    kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+    assert X.grad is not None
+    err = (X.grad.double().cpu() - exact).abs().amax(dim=(-2, -1))
+    err_exact = (_grad(A, k, backend=backend).double().cpu() - exact).abs().amax(dim=(-2, -1))
+    w = torch.linalg.eigvalsh(A64)
+    others = torch.cat([w[:, :kk], w[:, kk + 1 :]], dim=-1)
+    rel_gap = (others - w[:, kk : kk + 1]).abs().amin(-1) / w.abs().amax(-1)
+    bins = []
+    for lo, hi in itertools.pairwise(gap_edges):
+        sel = (rel_gap >= lo) & (rel_gap < hi)
+        bins.append(
+            {
+                "lo": lo,
+                "hi": hi if math.isfinite(hi) else None,
+                "count": int(sel.sum()),
+                # None, not NaN, for an empty bin: the recordings are strict JSON
+                "max_grad_err": float(err[sel].max()) if sel.any() else None,
+                "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else None,
+            }
+        )
+    return {"batch": batch, "n": n, "steps": steps, "device": device, **t, "bins": bins}
+
+
+def stream_race_demo(
+    trials: int = 10, batch: int = 200, n: int = 64, sleep_cycles: int = 20_000_000
+) -> dict[str, Any]:
+    """Count wrong answers of a naive CuPy hand-off vs the stream-aware bridge (CUDA only).
+
+    The matrices are written by a kernel on a side torch stream that first sleeps on the GPU.
+    The naive version hands the tensor to CuPy through ``__cuda_array_interface__`` (which
+    carries no stream) and solves on CuPy's own stream: it may read the memory before it has
+    been written. ``kth_eigvalsh(backend="cupy")`` runs on torch's current stream and cannot.
+
+    Args:
+        trials: repetitions.
+        batch, n: problem size.
+        sleep_cycles: GPU clock cycles the producing stream idles before writing A.
+
+    Returns:
+        dict with ``trials``, ``naive_wrong`` and ``bridge_wrong`` (entries of the batch that
+        differ from the reference by more than 1e-3 relative, summed over trials).
+
+    Raises:
+        RuntimeError: without CUDA or CuPy.
+
+    Example:
+        >>> stream_race_demo(trials=2)  # doctest: +SKIP
+    """
+    from eigprec import _cupy_bridge
+
+    if not (torch.cuda.is_available() and _cupy_bridge.cupy_available()):
+        raise RuntimeError("stream_race_demo needs a CUDA GPU and CuPy")
+    import cupy
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    Bm = torch.randn(batch, n, n, device="cuda", generator=g)
+    reference = torch.linalg.eigvalsh(Bm @ Bm.mT)[..., -1]
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    naive_wrong = bridge_wrong = 0
+    for _ in range(trials):
+        for route in ("naive", "bridge"):
+            with torch.cuda.stream(side):
+                A = torch.zeros(batch, n, n, device="cuda")
+                torch.cuda._sleep(sleep_cycles)
+                torch.matmul(Bm, Bm.mT, out=A)
+                if route == "naive":
+                    w = cupy.linalg.eigvalsh(cupy.asarray(A))[..., -1]
+                    cupy.cuda.Device().synchronize()
+                    got = torch.as_tensor(w.get())
+                else:
+                    got = kth_eigvalsh(A, -1, backend="cupy").cpu()
+            torch.cuda.synchronize()
+            wrong = int(((got - reference.cpu()).abs() > 1e-3 * reference.abs().cpu()).sum())
+            if route == "naive":
+                naive_wrong += wrong
+            else:
+                bridge_wrong += wrong
+    return {
+        "trials": trials,
+        "batch": batch,
+        "n": n,
+        "naive_wrong": naive_wrong,
+        "bridge_wrong": bridge_wrong,
+    }

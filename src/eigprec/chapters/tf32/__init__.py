@@ -1,0 +1,1 @@
+"""Experiments, plots and GPU probes of the TF32 chapter."""

@@ -13,8 +13,8 @@ import argparse
 
 import torch
 
-from eigprec.timing import time_side_by_side
 from eigprec.eig import kth_eigvalsh
+from eigprec.timing import time_side_by_side
 
 
 def main() -> None:

@@ -9,23 +9,14 @@ the ratio of medians is printed.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
+from eigprec.precision import matmul_precision
 from eigprec.tf32 import emulate_tf32, round_tf32
+from eigprec.timing import time_side_by_side
 
 TARGET_RATIO = 3.0
-
-
-def _time(fn, repeats: int) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -36,25 +27,24 @@ def main(argv: list[str] | None = None) -> float:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(args.size, args.size, generator=gen)
     b = torch.randn(args.size, args.size, generator=gen)
-    native_times, emulated_times = [], []
-    torch.backends.cuda.matmul.fp32_precision = "tf32"  # what 'high' selects for cuBLAS
-    try:
-        for _ in range(3):  # warm-up
+
+    def emulated():
+        with emulate_tf32():
             a @ b
-        for _ in range(args.repeats):
-            native_times += _time(lambda: a @ b, 1)
-            with emulate_tf32():
-                emulated_times += _time(lambda: a @ b, 1)
-        round_times = _time(lambda: round_tf32(a), args.repeats)
-    finally:
-        torch.backends.cuda.matmul.fp32_precision = "none"
-    native = statistics.median(native_times)
-    emulated = statistics.median(emulated_times)
-    ratio = emulated / native
+
+    # 'high' as a user would set it; matmul_precision restores whatever was set before.
+    with matmul_precision("high"):
+        seconds = time_side_by_side(
+            {"native": lambda: a @ b, "emulated": emulated, "round": lambda: round_tf32(a)},
+            repeats=args.repeats,
+            warmup=3,
+        )
+    native, emulated_s = seconds["native"], seconds["emulated"]
+    ratio = emulated_s / native
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, size {args.size}")
     print(f"native float32 matmul   median {native * 1e3:8.2f} ms")
-    print(f"emulated TF32 matmul    median {emulated * 1e3:8.2f} ms")
-    print(f"round_tf32 of one input median {statistics.median(round_times) * 1e3:8.2f} ms")
+    print(f"emulated TF32 matmul    median {emulated_s * 1e3:8.2f} ms")
+    print(f"round_tf32 of one input median {seconds['round'] * 1e3:8.2f} ms")
     verdict = "meets" if ratio <= TARGET_RATIO else "MISSES"
     print(f"ratio emulated/native = {ratio:.2f} ({verdict} the target <= {TARGET_RATIO})")
     return ratio

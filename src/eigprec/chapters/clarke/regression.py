@@ -157,6 +157,7 @@ class SpectralRegressor(nn.Module):
         inc = nn.functional.softplus(self.theta[1:])
         return torch.cat([self.theta[:1], self.theta[:1] + torch.cumsum(inc, 0)])
 
+    # [show:forward]
     def forward(self, x: Tensor) -> Tensor:
         """λ_k of each sample's matrix: (batch, F) → (batch,)."""
         S = (self.A + self.A.mT) / 2
@@ -166,6 +167,7 @@ class SpectralRegressor(nn.Module):
         if self.eig == "torch":
             return torch.linalg.eigvalsh(M)[..., self.k]
         return kth_eigvalsh(M, self.k, backend=self.backend, subgradient=self.subgradient)
+    # [/show:forward]
 
 
 def _split(

@@ -148,6 +148,7 @@ def diag_qtlq(
         raise ValueError(
             f"L and Q must be square and of one shape, got {tuple(big_l.shape)}, {tuple(q.shape)}"
         )
+    # [show:methods]
     if method == "fp64":
         qt = q.double().T
         return ((qt @ big_l.double()) * qt).sum(-1).cpu()
@@ -158,6 +159,7 @@ def diag_qtlq(
         with matmul_precision("high"), emulate_tf32(rounding):
             product = q.T @ big_l if method == "tf32" else matmul_3xtf32(q.T, big_l)
     return (product * q.T).sum(-1).double().cpu()
+    # [/show:methods]
 
 
 @dataclass(frozen=True)

@@ -438,6 +438,7 @@ def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dt
         :func:`eigprec.emulate_tf32`).
 
     Example:
+        >>> import torch
         >>> tf32_mode("cpu", "high", torch.float32)
         'emulated'
     """

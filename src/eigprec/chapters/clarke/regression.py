@@ -167,6 +167,7 @@ class SpectralRegressor(nn.Module):
         if self.eig == "torch":
             return torch.linalg.eigvalsh(M)[..., self.k]
         return kth_eigvalsh(M, self.k, backend=self.backend, subgradient=self.subgradient)
+
     # [/show:forward]
 
 

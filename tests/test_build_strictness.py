@@ -54,8 +54,10 @@ def _notebook(cells: list[str]) -> dict:
 def _build(tmp_path: Path, page: str, body: dict | str) -> subprocess.CompletedProcess:
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
     (tmp_path / "book").mkdir()
-    # _config.yml loads the project's local Sphinx extension from book/_ext.
+    # _config.yml loads the project's local Sphinx extension from book/_ext and its
+    # stylesheet from book/_static.
     shutil.copytree(ROOT / "book" / "_ext", tmp_path / "book" / "_ext")
+    shutil.copytree(ROOT / "book" / "_static", tmp_path / "book" / "_static")  # html_static_path
     shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA page.\n")
     suffix = ".ipynb" if isinstance(body, dict) else ".md"

@@ -4,10 +4,16 @@ One headless Chromium session loads a small fixture site: clean pages (a loaded
 image, math typeset by the bundled offline MathJax, dollar signs in code and prose)
 and one page per fault (a missing image, raw $…$, raw \\(…\\), an untypeset .math
 element, a console error, an uncaught exception, a script from a CDN).
+
+Layout: pages shaped like the theme's (an ``article.bd-article`` column 560 px wide
+at 1280 px, MyST-NB's cell markup) that keep within the limits, hidden cells
+included, and one page per broken limit: a wide table in a scrolling wrapper, a
+clipped display formula, a wide figure, four wide code blocks, 151 lines of code.
 """
 
 import base64
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +23,7 @@ from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
+import page_layout
 
 CHROMIUM = check_browser.find_chromium()
 
@@ -60,6 +67,90 @@ PAGES = {
     "cdn.html": _page('<script src="https://cdn.example.org/lib.js"></script><p>x</p>'),
 }
 
+# The theme's layout in miniature: a centred column (560 px of content at 1280 px,
+# 350 px on a 390 px phone), code that scrolls in its own box, display math in a
+# clipping flex row, tables in a scrolling wrapper.
+THEME = (
+    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    "<style>body{margin:0} article.bd-article{box-sizing:border-box;width:600px;"
+    "max-width:100%;margin:0 auto;padding:0 20px} pre{overflow-x:auto;margin:0}"
+    "div.math{display:flex;overflow:hidden;max-width:100%}"
+    "div.math mjx-container{flex-grow:1;overflow:auto}"
+    ".scroll{overflow-x:auto} td{padding:0}</style>"
+)
+
+
+def _chapter(body: str, math: bool = False) -> str:
+    return _page(f'<article class="bd-article">{body}</article>', THEME + (MATHJAX if math else ""))
+
+
+def _code(lines: int, start: int = 0) -> str:
+    return "\n".join(f"x_{i} = {i}" for i in range(start, start + lines))
+
+
+def _cell(code: str, output: str = "", hidden: bool = False) -> str:
+    source = (
+        '<div class="cell_input docutils container"><div class="highlight-ipython3 notranslate">'
+        f'<div class="highlight"><pre>{code}</pre></div></div></div>'
+    )
+    if hidden:  # MyST-NB's hide-input toggle
+        source = f'<details class="hide above-input"><summary>Show code</summary>{source}</details>'
+    out = f'<div class="cell_output docutils container">{output}</div>' if output else ""
+    tags = " tag_hide-input" if hidden else ""
+    return f'<div class="cell docutils container{tags}">{source}{out}</div>'
+
+
+def _listing(code: str) -> str:  # show_source output: a highlighted Markdown block
+    return (
+        '<div class="highlight-python notranslate">'
+        f'<div class="highlight"><pre>{code}</pre></div></div>'
+    )
+
+
+def _stream(text: str) -> str:  # printed output
+    return (
+        '<div class="output stream highlight-myst-ansi notranslate">'
+        f'<div class="highlight"><pre>{text}</pre></div></div>'
+    )
+
+
+def _table(width_px: int) -> str:
+    span = f'<span style="display:inline-block;width:{width_px // 4}px">'
+    cells = "".join(f"<td>{span}c{i}</span></td>" for i in range(4))
+    table = f'<table style="border-collapse:collapse"><tr>{cells}</tr></table>'
+    return f'<div class="scroll">{table}</div>'
+
+
+LONG = "y = " + " + ".join(f"coefficient_{i}" for i in range(30))
+WIDE_TEX = " + ".join(f"a_{{{i}}} b_{{{i}}}" for i in range(60))
+
+LAYOUT_PAGES = {
+    # At the limits: 149 + 1 visible code lines in cells (and a 50-line listing), 3 wide
+    # code blocks (printed output), a hidden cell (40 lines and a wide line) that must
+    # not count, a narrow table, formula and figure, and a 500 px table that fits at
+    # 1280 px but not on a phone.
+    "chapter_ok.html": _chapter(
+        _cell(_code(149), _listing(_code(50, 200)) + _stream(_code(30)))
+        + _cell(_code(40) + "\n" + LONG, hidden=True)
+        + _cell("print(row)", "".join(_stream(LONG) for _ in range(3)))
+        + _table(200)
+        + _table(500)
+        + '<div class="math notranslate nohighlight">\\[\\sum_i a_i b_i\\]</div>'
+        + '<figure><img src="pic.png" alt="small" style="width:300px"></figure>',
+        math=True,
+    ),
+    "wide_table.html": _chapter(_cell("t") + _table(900)),
+    "wide_formula.html": _chapter(
+        _cell("f") + f'<div class="math notranslate nohighlight">\\[{WIDE_TEX}\\]</div>', math=True
+    ),
+    "wide_figure.html": _chapter(_cell("g") + '<img src="pic.png" alt="big" style="width:900px">'),
+    "wide_code.html": _chapter("".join(_cell(LONG) for _ in range(4))),
+    "many_lines.html": _chapter(_cell(_code(100)) + _cell(_code(51, 100), _listing(_code(9)))),
+    # Not a chapter (no notebook cells): code is not budgeted there.
+    "prose.html": _chapter(_listing(_code(200)) + "".join(_listing(LONG) for _ in range(4))),
+}
+PAGES.update(LAYOUT_PAGES)
+
 EXPECTED = {
     "broken_image.html": "image did not load: missing.png",
     "raw_dollar.html": "raw math in the visible text",
@@ -68,6 +159,11 @@ EXPECTED = {
     "console_error.html": "console error: chapter widget broke",
     "exception.html": "uncaught exception: ReferenceError",
     "cdn.html": "fetches from the network: https://cdn.example.org/lib.js",
+    "wide_table.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
+    "wide_formula.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
+    "wide_figure.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
+    "wide_code.html": "4 code blocks wider than the 560 px column at 1280 px (at most 3)",
+    "many_lines.html": "151 visible code lines in cells (at most 150; 151 in cells, 9 in",
 }
 
 
@@ -92,7 +188,7 @@ def test_every_page_is_checked(reports):
     assert set(reports) == set(PAGES)
 
 
-@pytest.mark.parametrize("page", ["clean.html", "math_ok.html"])
+@pytest.mark.parametrize("page", ["clean.html", "math_ok.html", "chapter_ok.html", "prose.html"])
 def test_clean_pages_pass(reports, page):
     assert reports[page].problems == []
     assert reports[page].screenshot and Path(reports[page].screenshot).stat().st_size > 1000
@@ -125,3 +221,126 @@ def test_main_skips_without_chromium(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(check_browser, "find_chromium", lambda: None)
     assert check_browser.main([str(tmp_path)]) == 0
     assert "browser check SKIPPED: no Chromium found" in capsys.readouterr().out
+
+
+def test_hidden_cells_and_outputs_are_not_code_lines(reports):
+    seen = reports["chapter_ok.html"].layout["1280"]
+    assert (seen["input_lines"], seen["listing_lines"], seen["code_lines"]) == (150, 50, 150)
+    assert seen["hidden_input_lines"] == 41
+    assert reports["chapter_ok.html"].chapter and not reports["prose.html"].chapter
+
+
+def test_layout_figures_at_both_widths(reports):
+    layout = reports["chapter_ok.html"].layout
+    assert set(layout) == {"1280", "390"}
+    desktop, phone = layout["1280"], layout["390"]
+    assert (desktop["viewport_px"], desktop["column_px"]) == (1280, 560)
+    assert (phone["viewport_px"], phone["column_px"]) == (390, 350)
+    # Three printed lines too wide (allowed); the hidden cell's wide line is not seen.
+    assert len(desktop["code_blocks"]["wide"]) == 3
+    assert desktop["code_blocks"]["hidden"] == 1
+    for kind, count in (("tables", 2), ("formulas", 1), ("figures", 1)):
+        assert desktop[kind]["count"] == count and desktop[kind]["wide"] == []
+    # The 500 px table only fails to fit the phone, and the phone is only reported.
+    assert [t["width_px"] for t in phone["tables"]["wide"]] == [500]
+    assert reports["chapter_ok.html"].problems == []
+
+
+@pytest.mark.parametrize(
+    "page, kind",
+    [
+        ("wide_table.html", "tables"),
+        ("wide_formula.html", "formulas"),
+        ("wide_figure.html", "figures"),
+    ],
+)
+def test_wide_element_is_measured(reports, page, kind):
+    (wide,) = reports[page].layout["1280"][kind]["wide"]
+    assert wide["excess_px"] > 100
+
+
+def test_layout_problems_rules():
+    def seen(wide_tables=0, wide_code=0, lines=0):
+        item = {"excess_px": 40, "width_px": 600, "text": "x", "tag": "table"}
+        return {
+            "viewport_px": 1280,
+            "column_px": 560,
+            "tables": {"count": 5, "hidden": 0, "wide": [item] * wide_tables},
+            "formulas": {"count": 0, "hidden": 0, "wide": []},
+            "figures": {"count": 0, "hidden": 0, "wide": []},
+            "code_blocks": {"count": 9, "hidden": 0, "wide": [item] * wide_code},
+            "input_lines": lines,
+            "listing_lines": 7,
+        }
+
+    budget = page_layout.LayoutBudget()
+    assert page_layout.layout_problems(seen(0, 3, 150), budget, chapter=True) == []
+    assert len(page_layout.layout_problems(seen(1), budget, chapter=False)) == 2  # + the item
+    assert page_layout.layout_problems(seen(0, 9, 999), budget, chapter=False) == []
+    assert page_layout.layout_problems(seen(0, 0, 151), budget, chapter=True) == [
+        "151 visible code lines in cells (at most 150; 151 in cells, 7 in listings)"
+    ]
+    looser = page_layout.LayoutBudget(max_wide=1, max_wide_code=4, max_code_lines=151)
+    assert page_layout.layout_problems(seen(1, 4, 151), looser, chapter=True) == []
+    listings = page_layout.LayoutBudget(count_listings=True)
+    assert page_layout.layout_problems(seen(0, 0, 144), listings, chapter=True) == [
+        "151 visible code lines in cells and listings (at most 150; 144 in cells, 7 in listings)"
+    ]
+
+
+def test_layout_budget_rejects_bad_limits():
+    with pytest.raises(ValueError, match="max_code_lines must be >= 0"):
+        page_layout.LayoutBudget(max_code_lines=-1)
+    with pytest.raises(TypeError, match="max_wide must be an int"):
+        page_layout.LayoutBudget(max_wide=0.5)
+    with pytest.raises(TypeError, match="count_listings must be a bool"):
+        page_layout.LayoutBudget(count_listings="yes")
+
+
+def test_chapters_by_name_or_by_cells():
+    assert check_browser.is_chapter("book/tf32.html", {"notebook": False}, {"tf32"})
+    assert not check_browser.is_chapter("book/api.html", {"notebook": True}, {"tf32"})
+    assert check_browser.is_chapter("book/api.html", {"notebook": True}, None)
+
+
+def test_chapters_option_must_name_existing_pages(tmp_path):
+    (tmp_path / "tf32.html").write_text(_page("<p>x</p>"))
+    with pytest.raises(SystemExit, match=r"lacks: \['clark'\]"):
+        check_browser.check_site(tmp_path, None, "unused", chapters={"tf32", "clark"})
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-code-lines", "-5"], "must be >= 0"),
+        (["--max-wide-code", "three"], "not a whole number"),
+        (["--phone-width", "39"], "a viewport width of 200 to 4000 px"),
+        (["--desktop-width", "0"], "--desktop-width must be a positive"),
+        (["--desktop-width", "800", "--phone-width", "800"], "must differ"),
+        (["--chapters", "tf32,,clarke"], "an empty name"),
+    ],
+)
+def test_bad_options_are_refused(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        check_browser.main([str(tmp_path), *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_main_prints_and_writes_layout(tmp_path, capsys):
+    if CHROMIUM is None:
+        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "many_lines.html").write_text(LAYOUT_PAGES["many_lines.html"])
+    summary = tmp_path / "summary.json"
+    argv = [str(site), "--json", str(summary), "--phone-width", "400"]
+    assert check_browser.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "chapter layout (enforced) @1280px column=560px" in out
+    assert "chapter layout (reported) @400px column=360px" in out
+    (page,) = json.loads(summary.read_text())
+    assert page["layout"]["1280"]["code_lines"] == 151 and page["chapter"]
+    assert check_browser.main([*argv, "--max-code-lines", "151"]) == 0
+    assert check_browser.main([*argv, "--max-code-lines", "151", "--count-listings"]) == 1
+    (page,) = json.loads(summary.read_text())
+    assert page["layout"]["1280"]["code_lines"] == 160

@@ -73,6 +73,7 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("book")
     shutil.copy(ROOT / "_config.yml", root / "_config.yml")
     shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")
+    shutil.copytree(ROOT / "book" / "_static", root / "book" / "_static")  # html_static_path
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "intro.md").write_text("# Intro\n\nA page.\n")
     (root / "book" / "math.md").write_text(MATH_PAGE)
@@ -95,6 +96,12 @@ def test_mathjax_is_served_from_the_site(site):
     assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
     html = (site / "book" / "math.html").read_text()
     assert 'src="../_static/mathjax/tex-chtml.js' in html
+
+
+def test_book_stylesheet_is_served_and_linked(site):
+    # _config.yml: html_static_path book/_static, html_css_files eigprec.css.
+    assert (site / "_static" / "eigprec.css").is_file()
+    assert 'href="../_static/eigprec.css' in (site / "book" / "math.html").read_text()
 
 
 def test_no_page_loads_from_the_network(site):

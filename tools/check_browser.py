@@ -13,10 +13,15 @@ other host, so the check also proves the site works offline. A page fails on:
 A full-page screenshot of each page is saved (``--screenshots``) and a summary per
 page (images, figures, rendered formulas) is printed and written as JSON.
 
+Layout: every page is measured again at 1280 px (enforced) and 390 px (reported):
+tables, display formulas, figures and code blocks wider than the article column, and,
+on chapters, the lines of code in view. ``page_layout.py`` says exactly what counts.
+
 Chromium is driven over the DevTools protocol (``websocket-client``); no browser is
 downloaded. Where Chromium is not installed the check is skipped, saying so.
 
-Usage: ``python tools/check_browser.py _build/html --screenshots _build/screenshots``
+Usage: ``python tools/check_browser.py _build/html --screenshots _build/screenshots
+--chapters tf32,clarke,degeneracy``
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_layout import LayoutBudget, layout_problems, layout_summary, measure_layout
+
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = (
     "--headless",
@@ -56,6 +64,9 @@ CHROMIUM_FLAGS = (
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 )
 SCREENSHOT_MAX_HEIGHT = 6000
+DESKTOP_WIDTH, PHONE_WIDTH = 1280, 390
+# Pages of the theme, not of the book: no layout of ours to measure.
+NOT_MEASURED = {"search.html", "genindex.html", "py-modindex.html"}
 PAGE_TIMEOUT_S = 30.0
 
 # Raw TeX a reader would see if MathJax did not run: $…$ (not a lone dollar amount),
@@ -117,6 +128,9 @@ class PageReport:
     figures: int = 0
     formulas: int = 0
     screenshot: str | None = None
+    chapter: bool = False
+    # Layout figures per viewport width ("1280", "390"), as page_layout.LAYOUT_JS reports.
+    layout: dict[str, dict] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -355,6 +369,35 @@ def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -
     return report
 
 
+def is_chapter(page: str, seen: dict, chapters: set[str] | None) -> bool:
+    """A chapter: named in ``chapters`` (by file stem), else a page with notebook cells."""
+    if chapters is None:
+        return bool(seen["notebook"])
+    return Path(page).stem in chapters
+
+
+def check_layout(
+    client: DevTools,
+    base_url: str,
+    report: PageReport,
+    widths: tuple[int, ...],
+    budget: LayoutBudget,
+    chapters: set[str] | None,
+) -> None:
+    """Measure ``report``'s page at each width; the first width's figures are enforced."""
+    for i, width in enumerate(widths):
+        try:
+            seen = measure_layout(client, base_url + report.page, width, PAGE_TIMEOUT_S)
+        except RuntimeError as exc:
+            report.problems.append(str(exc))
+            return
+        seen["code_lines"] = budget.code_lines(seen)
+        report.layout[str(width)] = seen
+        report.chapter = is_chapter(report.page, seen, chapters)
+        if i == 0:
+            report.problems += layout_problems(seen, budget, report.chapter)
+
+
 SEARCH_JS = r"""
 (async () => {
   for (let i = 0; i < 150; i++) {
@@ -393,18 +436,39 @@ def check_search(client: DevTools, base_url: str, term: str) -> PageReport:
 
 
 def check_site(
-    site: Path, shots: Path | None, executable: str, search_term: str | None = None
+    site: Path,
+    shots: Path | None,
+    executable: str,
+    search_term: str | None = None,
+    *,
+    widths: tuple[int, ...] = (DESKTOP_WIDTH, PHONE_WIDTH),
+    budget: LayoutBudget | None = None,
+    chapters: set[str] | None = None,
 ) -> list[PageReport]:
-    """Check every page of ``site`` (and its search); returns one report per page."""
+    """Check every page of ``site`` (and its search); returns one report per page.
+
+    Each page's layout is measured at every width in ``widths``; the limits of
+    ``budget`` hold at the first width only (none are enforced if ``widths`` is empty).
+    ``chapters`` names the chapter pages by file stem (``None``: pages with notebook
+    cells).
+    """
+    budget = LayoutBudget() if budget is None else budget
     pages = site_pages(site)
     if not pages:
         raise SystemExit(f"no HTML pages under {site}")
+    if chapters is not None:
+        missing = chapters - {Path(p).stem for p in pages}
+        if missing:
+            raise SystemExit(f"--chapters names pages the site lacks: {sorted(missing)}")
     reports = []
     with serve(site) as base_url, chromium(executable) as client:
         for page in pages:
             target = redirect_target(site, page)
             if target is None:
-                reports.append(check_page(client, base_url, page, shots))
+                report = check_page(client, base_url, page, shots)
+                if Path(page).name not in NOT_MEASURED:
+                    check_layout(client, base_url, report, widths, budget, chapters)
+                reports.append(report)
                 continue
             # The browser leaves a redirect page at once; what readers see is its target,
             # which is checked as a page of its own.
@@ -417,13 +481,75 @@ def check_site(
     return reports
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _width(text: str) -> int:
+    value = _count(text)
+    if 0 < value < 200 or value > 4000:
+        raise argparse.ArgumentTypeError(f"a viewport width of 200 to 4000 px, got {value}")
+    return value
+
+
+def _names(text: str) -> set[str]:
+    names = {n.strip().removesuffix(".html").rsplit("/", 1)[-1] for n in text.split(",")}
+    if "" in names:
+        raise argparse.ArgumentTypeError(f"an empty name in {text!r}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("site", type=Path, help="the built site, e.g. _build/html")
     parser.add_argument("--screenshots", type=Path, help="folder for one PNG per page")
     parser.add_argument("--json", type=Path, help="write the per-page summary here")
     parser.add_argument("--search", help="a word the site's search must find")
+    layout = parser.add_argument_group("layout (see the module's documentation)")
+    layout.add_argument(
+        "--desktop-width", type=_width, default=DESKTOP_WIDTH, help="enforced viewport (px)"
+    )
+    layout.add_argument(
+        "--phone-width", type=_width, default=PHONE_WIDTH, help="reported viewport (px); 0: none"
+    )
+    layout.add_argument(
+        "--chapters",
+        type=_names,
+        help="comma-separated file stems of the chapter pages, e.g. tf32,clarke,degeneracy "
+        "(default: the pages with notebook cells)",
+    )
+    defaults = LayoutBudget()
+    for name, text in (
+        ("max_wide", "tables, display formulas and figures wider than the column, per page"),
+        ("max_wide_code", "code blocks wider than the column, per chapter"),
+        ("max_code_lines", "visible code lines per chapter"),
+    ):
+        layout.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_count,
+            default=getattr(defaults, name),
+            help=f"{text} (default {getattr(defaults, name)})",
+        )
+    layout.add_argument(
+        "--count-listings",
+        action="store_true",
+        help="count highlighted listings (show_source output) as code lines, besides cells",
+    )
     args = parser.parse_args(argv)
+    if args.desktop_width == 0:
+        parser.error("--desktop-width must be a positive number of pixels")
+    if args.phone_width == args.desktop_width:
+        parser.error("--phone-width must differ from --desktop-width")
+    budget = LayoutBudget(
+        args.max_wide, args.max_wide_code, args.max_code_lines, args.count_listings
+    )
+    widths = (args.desktop_width,) + ((args.phone_width,) if args.phone_width else ())
     executable = find_chromium()
     if executable is None:
         print(
@@ -435,13 +561,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshots and args.screenshots.is_dir():
         for old in args.screenshots.glob("*.png"):  # from an earlier run
             old.unlink()
-    reports = check_site(args.site.resolve(), args.screenshots, executable, args.search)
+    reports = check_site(
+        args.site.resolve(),
+        args.screenshots,
+        executable,
+        args.search,
+        widths=widths,
+        budget=budget,
+        chapters=args.chapters,
+    )
     for r in reports:
         status = "ok  " if r.ok else "FAIL"
         print(
             f"{status} {r.page:<28} images={r.images:<3} figures={r.figures:<3} "
             f"formulas={r.formulas:<4} {r.title}"
         )
+        for width, seen in r.layout.items():
+            role = "enforced" if width == str(widths[0]) else "reported"
+            kind = "chapter" if r.chapter else "page"
+            print(f"       {kind} layout ({role}) {layout_summary(seen)}")
         for problem in r.problems:
             print(f"       - {problem}")
     if args.json:

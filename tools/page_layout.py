@@ -1,0 +1,290 @@
+"""What a page's layout asks of a reader: elements wider than the article column, and
+how much code is on show. Used by ``check_browser.py``.
+
+Every page is measured again at a desktop width (``--desktop-width``, 1280 px,
+enforced) and a phone width (``--phone-width``, 390 px, reported only), against the
+article column: the content box of ``article.bd-article`` (the theme's main column;
+``main`` or ``body`` where there is none). Only what a reader sees without clicking is
+measured: an element inside a closed ``<details>`` (MyST-NB's ``hide-input``,
+``hide-output`` and ``hide-cell`` toggles) or with no box is skipped; ``remove-*``
+cells are not in the HTML at all. An element is *wider than the column* when any part
+of it would be out of a reader's sight at load:
+
+- its border box reaches past the column's content box (more than 1 px) on either
+  side, even where a scrolling wrapper such as the theme's
+  ``.pst-scrollable-table-container`` or an ``overflow: hidden`` parent keeps the page
+  itself from widening: the reader has to scroll, or never sees the rest; or
+- it scrolls or clips its own content (``overflow-x`` not ``visible`` and
+  ``scrollWidth`` more than 1 px over ``clientWidth``), as a ``pre`` or a formula in
+  its own scroll box does; or its content spills visibly past the column.
+
+Measured: top-level ``table`` elements (not a code block's line-number table);
+display formulas (MathJax's ``mjx-container[display="true"]``); figures (``figure``,
+and ``img`` outside a figure); code blocks (every ``pre``: cell inputs, highlighted
+listings and plain-text outputs).
+
+*Visible code lines* are the lines, from first to last non-blank, of the visible
+``pre`` blocks in cell inputs (``div.cell_input``). Highlighted listings are reported
+beside them and count too with ``--count-listings``: a ``pre`` in Pygments markup
+(``div.highlight`` or ``div[class*="highlight-"]``) that is not a cell's stream,
+``text/plain`` or error output (MyST-NB highlights those too), such as
+``show_source``'s HTML listing or a fenced block in prose. Plain-text outputs are
+output, not code. The theme's own pages (search, general index, module index) are
+not measured.
+
+On a chapter (a page with MyST-NB's ``div.cell`` markup, or those named by
+``--chapters``) the desktop width fails the page where any table, display formula or
+figure is wider than the column (``--max-wide``, 0), where more than ``--max-wide-code``
+(3) code blocks are, or where more than ``--max-code-lines`` (150) code lines are
+visible. Other pages (introduction, API, references) are held to the table, formula
+and figure rule only. The phone width's figures are printed and written to the JSON
+summary, never failing a page.
+
+``LAYOUT_JS`` runs in the page (after MathJax and the images have settled) and returns
+the raw figures; :func:`layout_problems` turns them into the problems that fail a page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Sub-pixel rounding of boxes and scroll widths stays below this.
+TOLERANCE_PX = 1
+
+LAYOUT_JS = r"""
+(async () => {
+  const timeout = (ms) => new Promise((r) => setTimeout(r, ms));
+  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
+    await Promise.race([window.MathJax.startup.promise, timeout(15000)]);
+  }
+  const imgs = [...document.images];
+  imgs.forEach((img) => { img.loading = "eager"; });
+  await Promise.race([
+    Promise.all(imgs.map((img) => img.decode().catch(() => null))), timeout(15000)]);
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+
+  const TOL = __TOLERANCE__;
+  const article = document.querySelector("article.bd-article")
+    || document.querySelector("main") || document.body;
+  const acs = getComputedStyle(article);
+  const abox = article.getBoundingClientRect();
+  const left = abox.left + parseFloat(acs.borderLeftWidth) + parseFloat(acs.paddingLeft);
+  const right = abox.right - parseFloat(acs.borderRightWidth) - parseFloat(acs.paddingRight);
+
+  // Seen without clicking: not inside a closed <details> (MyST-NB's hide-* toggles),
+  // and rendered with a box.
+  const visible = (el) => {
+    const closed = el.closest("details:not([open])");
+    if (closed && !el.closest("summary")) return false;
+    if (el.checkVisibility) return el.checkVisibility({visibilityProperty: true});
+    return el.getClientRects().length > 0;
+  };
+  const all = (sel) => [...article.querySelectorAll(sel)];
+  const describe = (el) => {
+    const text = el.tagName === "IMG" ? (el.getAttribute("alt") || el.getAttribute("src"))
+      : el.textContent;
+    return (text || "").trim().replace(/\s+/g, " ").slice(0, 60);
+  };
+  // Pixels of the element out of sight at load: past the column on either side, or
+  // scrolled/clipped inside its own box, or spilling visibly past the column.
+  const excess = (el) => {
+    const r = el.getBoundingClientRect();
+    let over = Math.max(r.right - right, left - r.left);
+    if (el.clientWidth > 0) {
+      if (getComputedStyle(el).overflowX !== "visible") {
+        over = Math.max(over, el.scrollWidth - el.clientWidth);
+      }
+      over = Math.max(over, r.left + el.clientLeft + el.scrollWidth - right);
+    }
+    return over;
+  };
+  const measure = (els) => {
+    const shown = els.filter(visible);
+    const wide = [];
+    for (const el of shown) {
+      const over = excess(el);
+      if (over > TOL) {
+        wide.push({tag: el.tagName.toLowerCase(), excess_px: Math.round(over),
+                   width_px: Math.round(el.getBoundingClientRect().width),
+                   text: describe(el)});
+      }
+    }
+    return {count: shown.length, hidden: els.length - shown.length, wide};
+  };
+
+  const tables = all("table").filter(
+    (t) => !(t.parentElement && t.parentElement.closest("table, pre, .highlight")));
+  const formulas = all('mjx-container[display="true"]');
+  const figures = all("figure, img").filter(
+    (el) => el.tagName === "FIGURE" || !el.closest("figure"));
+  const pres = all("pre");
+
+  // Code a reader reads: cell inputs, and highlighted (Pygments) listings that are
+  // not a cell's plain-text, stream or error output (MyST-NB highlights those too).
+  const PLAIN_OUTPUT = ".output.stream, .output.text_plain, .output.traceback, "
+    + ".output.error, .output.stderr";
+  const codeKind = (pre) => {
+    if (pre.closest(".cell_input")) return "input";
+    if (pre.closest(PLAIN_OUTPUT)) return "output";
+    if (pre.closest('.highlight, [class*="highlight-"]')) return "listing";
+    return "output";
+  };
+  const lines = (pre) => {
+    const text = pre.textContent.replace(/^\s*\n/, "").replace(/\s+$/, "");
+    return text ? text.split("\n").length : 0;
+  };
+  const code = {input: 0, listing: 0, hidden_input: 0};
+  for (const pre of pres) {
+    const kind = codeKind(pre);
+    if (kind === "output") continue;
+    if (visible(pre)) code[kind] += lines(pre);
+    else if (kind === "input") code.hidden_input += lines(pre);
+  }
+  return {
+    page_px: document.documentElement.scrollWidth,
+    column_px: Math.round(right - left),
+    notebook: !!article.querySelector("div.cell"),
+    tables: measure(tables),
+    formulas: measure(formulas),
+    figures: measure(figures),
+    code_blocks: measure(pres),
+    input_lines: code.input,
+    listing_lines: code.listing,
+    hidden_input_lines: code.hidden_input,
+  };
+})()
+""".replace("__TOLERANCE__", str(TOLERANCE_PX))
+
+
+def measure_layout(client: Any, url: str, width: int, timeout: float) -> dict:
+    """Load ``url`` in a ``width`` px wide viewport and measure its layout.
+
+    Args:
+        client: a connected ``check_browser.DevTools`` page client.
+        url: the page's address.
+        width: the viewport's width in CSS pixels (below 600: emulated as a phone).
+        timeout: seconds the page may take to load.
+
+    Returns:
+        ``LAYOUT_JS``'s figures.
+
+    Raises:
+        RuntimeError: if the page does not load or the measurement fails.
+    """
+    client.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=width,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=width < 600,  # a phone honours the page's viewport meta tag
+    )
+    try:
+        client.events.clear()
+        client.call("Page.navigate", url=url)
+        if not client.wait_for("Page.loadEventFired", timeout):
+            raise RuntimeError(f"{url} did not load at {width} px")
+        result = client.call(
+            "Runtime.evaluate", expression=LAYOUT_JS, awaitPromise=True, returnByValue=True
+        )
+    finally:
+        client.call("Emulation.clearDeviceMetricsOverride")
+    if "exceptionDetails" in result:
+        raise RuntimeError(f"layout script failed on {url}: {result['exceptionDetails']}")
+    return {"viewport_px": width, **result["result"]["value"]}
+
+
+@dataclass(frozen=True)
+class LayoutBudget:
+    """What a page may ask of a reader at the enforced width.
+
+    Attributes:
+        max_wide: tables, display formulas and figures wider than the column, per page.
+        max_wide_code: code blocks wider than the column, per chapter.
+        max_code_lines: visible code lines per chapter.
+        count_listings: whether highlighted listings outside cell inputs (``show_source``
+            output, fenced blocks) count towards ``max_code_lines``, besides cell inputs.
+    """
+
+    max_wide: int = 0
+    max_wide_code: int = 3
+    max_code_lines: int = 150
+    count_listings: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_wide", "max_wide_code", "max_code_lines"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if not isinstance(self.count_listings, bool):
+            raise TypeError(
+                f"count_listings must be a bool, got {type(self.count_listings).__name__}"
+            )
+
+    def code_lines(self, seen: dict) -> int:
+        """The visible code lines of a page (``LAYOUT_JS``'s figures) this budget counts."""
+        return seen["input_lines"] + (seen["listing_lines"] if self.count_listings else 0)
+
+
+def _wide_items(seen: dict) -> list[tuple[str, dict]]:
+    return [
+        (kind, item) for kind in ("tables", "formulas", "figures") for item in seen[kind]["wide"]
+    ]
+
+
+def layout_problems(seen: dict, budget: LayoutBudget, chapter: bool) -> list[str]:
+    """The problems a page's measured layout (``LAYOUT_JS``'s result) fails on.
+
+    Args:
+        seen: the figures ``LAYOUT_JS`` returned for one page at one width.
+        budget: the limits.
+        chapter: whether the code-block and code-line limits apply (chapters only).
+
+    Returns:
+        One message per broken limit, naming the offending elements; empty if none.
+    """
+    width = f"{seen['viewport_px']} px"
+    problems = []
+    wide = _wide_items(seen)
+    if len(wide) > budget.max_wide:
+        problems.append(
+            f"{len(wide)} tables/formulas/figures wider than the "
+            f"{seen['column_px']} px column at {width} (at most {budget.max_wide})"
+        )
+        problems += [
+            f"  {kind[:-1]} {item['excess_px']} px too wide: {item['text']!r}"
+            for kind, item in wide
+        ]
+    if not chapter:
+        return problems
+    wide_code = seen["code_blocks"]["wide"]
+    if len(wide_code) > budget.max_wide_code:
+        problems.append(
+            f"{len(wide_code)} code blocks wider than the {seen['column_px']} px column "
+            f"at {width} (at most {budget.max_wide_code})"
+        )
+        problems += [f"  {item['excess_px']} px too wide: {item['text']!r}" for item in wide_code]
+    lines = budget.code_lines(seen)
+    if lines > budget.max_code_lines:
+        counted = "in cells and listings" if budget.count_listings else "in cells"
+        problems.append(
+            f"{lines} visible code lines {counted} (at most {budget.max_code_lines}; "
+            f"{seen['input_lines']} in cells, {seen['listing_lines']} in listings)"
+        )
+    return problems
+
+
+def layout_summary(seen: dict) -> str:
+    """One line of a page's layout figures at one width, for the printed report."""
+    return (
+        f"@{seen['viewport_px']}px column={seen['column_px']}px "
+        + (f"page={seen['page_px']}px " if seen["page_px"] > seen["viewport_px"] else "")
+        + "wide: "
+        f"tables {len(seen['tables']['wide'])}/{seen['tables']['count']} "
+        f"formulas {len(seen['formulas']['wide'])}/{seen['formulas']['count']} "
+        f"figures {len(seen['figures']['wide'])}/{seen['figures']['count']} "
+        f"code {len(seen['code_blocks']['wide'])}/{seen['code_blocks']['count']}; "
+        f"code lines: cells {seen['input_lines']}, listings {seen['listing_lines']}, "
+        f"hidden cells {seen['hidden_input_lines']}"
+    )

@@ -87,7 +87,7 @@ strict-book: env
 site-check: env
 	$(PY) tools/check_site.py $(BUILD)/html --config _config.yml
 	$(PY) tools/check_browser.py $(BUILD)/html --screenshots $(BUILD)/screenshots \
-	  --json $(BUILD)/browser-check.json --search eigenvalue
+	  --json $(BUILD)/browser-check.json --search eigenvalue --count-listings
 
 # The GPU publishing workflow (.github/workflows/book.yml): strict like `make test`,
 # but it keeps an execution cache the workflow restores on a fresh checkout, where

@@ -398,6 +398,43 @@ def test_inside_an_emulator_the_audit_measures_against_clean_float32():
     assert only(inner).norm_error == only(plain).norm_error > 0
 
 
+def test_hardware_path_flips_one_setting_and_restores_it(monkeypatch):
+    # The CPU stands in for a TF32 GPU: the op is re-run under the other TF32 setting (the
+    # CPU ignores it, so TF32 adds nothing to float32's own error), and the setting is back.
+    import contextlib
+
+    import eigprec._audit_mode as mode
+
+    flips = []
+    original = mode._gpu_tf32
+
+    @contextlib.contextmanager
+    def recording(kind, on):
+        with original(kind, on):
+            matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+            flips.append((kind, on, matmul.fp32_precision, conv.fp32_precision))
+            yield
+
+    monkeypatch.setattr(mode, "has_real_tf32", lambda device: True)
+    monkeypatch.setattr(mode, "_gpu_tf32", recording)
+    a = randn(8, 8)
+    before = settings_snapshot()
+    with tf32_audit() as report:
+        with matmul_precision("highest"):
+            a @ a
+        with matmul_precision("high"):
+            a @ a
+        F.conv1d(a[None], randn(2, 8, 3, seed=1))
+    assert settings_snapshot() == before
+    assert flips == [
+        ("matmul", True, "tf32", before[1]),  # at 'highest': re-run in TF32
+        ("matmul", False, "ieee", before[1]),  # at 'high': re-run at full float32
+        ("conv", False, before[0], "ieee"),  # cuDNN's TF32 is on by default
+    ]
+    assert sum(r.tf32_calls for r in report.records) == 2
+    assert all(r.norm_error == r.fp32_norm_error for r in report.records)
+
+
 @pytest.mark.skipif(not CUDA_TF32, reason="needs an NVIDIA GPU with TF32")
 def test_gpu_uses_the_hardware():
     a, b = randn(256, 256).cuda(), randn(256, 256, seed=1).cuda()

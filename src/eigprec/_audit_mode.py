@@ -133,7 +133,8 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
         # Each gradient costs about as much as the forward convolution.
         weight = args[2]
         return 2 * args[0].numel() * (weight[0].numel() if weight.dim() else 1)
-    return output.numel() * args[_OPERANDS[packet][0]].shape[-1]
+    first, second = (args[i] for i in _OPERANDS[packet])
+    return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
 
 
 def _errors(
@@ -233,7 +234,12 @@ class AuditMode(TorchDispatchMode):
         mats = [args[i] for i in operands if i < len(args)]
         return (
             len(mats) == len(operands)
-            and all(isinstance(m, torch.Tensor) and m.dtype == torch.float32 for m in mats)
+            and all(
+                isinstance(m, torch.Tensor)
+                and m.dtype == torch.float32
+                and m.layout == torch.strided
+                for m in mats
+            )
             and mats[0].device.type in ("cpu", "cuda")
         )
 

@@ -34,6 +34,23 @@ Two errors, worst over the calls of a site:
   are merely near zero and do not matter -- only you can tell which.
 
 Non-finite entries (in the reference or the TF32 result) are left out of both measures.
+
+What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
+choose their own TF32 behaviour), fused attention kernels (``scaled_dot_product_attention``
+runs as one operator on the CPU), sparse and non-float32 products. A backward product whose
+autograd node was not created by an audited forward product (a graph built before the
+audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
+frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
+block opened *within* the audit, products reach the audit with operands already rounded
+(their TF32 error reads zero); open the audit inside the emulator instead.
+
+Example:
+    >>> import torch
+    >>> w = torch.randn(8, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    >>> with tf32_audit() as report:
+    ...     (torch.ones(3, 8) @ w).sum().backward()
+    >>> [(r.op, r.phase, r.norm_error > 0) for r in report.records]  # w's gradient is exact
+    [('mm', 'forward', True), ('mm', 'backward (MmBackward0)', False)]
 """
 
 from __future__ import annotations

@@ -142,9 +142,7 @@ def _errors(
 ) -> tuple[float, float, float | None]:
     # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
     # error when `ref` is float64. Few passes over the data: this runs for every product.
-    if ref.dtype == torch.float64:
-        tf32 = tf32.double()
-    diff = tf32 - ref
+    diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
     size, dist = _norm(ref), _norm(diff)
     if not (math.isfinite(size) and math.isfinite(dist)):
         # Leave out the non-finite entries (of either result) and measure the rest.
@@ -152,7 +150,7 @@ def _errors(
         ref = torch.where(finite, ref, 0.0)
         diff = torch.where(finite, diff, 0.0)
         if fp32 is not None:
-            fp32 = torch.where(finite, fp32.to(ref.dtype), 0.0)
+            fp32 = torch.where(finite, fp32, ref)
         size, dist = _norm(ref), _norm(diff)
     norm_error = _ratio(dist, size)
     entry_error = 0.0
@@ -162,7 +160,7 @@ def _errors(
         entry_error = float(diff.abs_().div_(magnitude.clamp_min_(floor)).max())
     fp32_error = None
     if fp32 is not None:
-        fp32_error = _ratio(_norm(fp32.to(ref.dtype) - ref), size)
+        fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
     return norm_error, entry_error, fp32_error
 
 

@@ -47,6 +47,15 @@ ENTRY_FLOOR = 2.0**-24
 
 _THIS_FILE = __file__
 
+# Private torch hooks that tie a backward product to its forward call; without them
+# (another torch version) backward products are attributed to the frames at backward time.
+_next_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_current_autograd_node = getattr(torch._C, "_current_autograd_node", None)
+
+
+def _current_node() -> Any:
+    return None if _current_autograd_node is None else _current_autograd_node()
+
 
 @dataclass
 class _Site:
@@ -243,7 +252,7 @@ class AuditMode(TorchDispatchMode):
 
     def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str]:
         s = self.settings
-        node = torch._C._current_autograd_node()
+        node = _current_node()
         if node is not None:
             # Backward: attribute to the forward call that created the node, when seen.
             frames = s.forward_frames.get(node._sequence_nr())
@@ -251,12 +260,14 @@ class AuditMode(TorchDispatchMode):
                 frames = user_frames(s.skip, s.depth)
             return frames, f"backward ({node.name()})"
         frames = user_frames(s.skip, s.depth)
-        if torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        if (
+            _next_sequence_nr is not None
+            and torch.is_grad_enabled()
+            and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         ):
             # Autograd numbered this op's node just before dispatching to us.
             with s.lock:
-                s.forward_frames[torch._C._autograd._get_sequence_nr() - 1] = frames
+                s.forward_frames[_next_sequence_nr() - 1] = frames
         return frames, "forward"
 
     # -- the side computations ----------------------------------------------------------

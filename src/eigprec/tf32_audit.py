@@ -36,8 +36,10 @@ Two errors, worst over the calls of a site:
 Non-finite entries (in the reference or the TF32 result) are left out of both measures.
 
 What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
-choose their own TF32 behaviour), fused attention kernels (``scaled_dot_product_attention``
-runs as one operator on the CPU), sparse and non-float32 products. A backward product whose
+choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
+the dispatcher's Python layer (the forward of ``cdist``'s matrix-product path, ``bilinear``,
+fused attention backends); products in threads other than the one that opened the audit
+(autograd's own threads excepted); sparse and non-float32 products. A backward product whose
 autograd node was not created by an audited forward product (a graph built before the
 audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
 frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`

@@ -91,6 +91,14 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+
+    Example:
+        >>> import torch
+        >>> with tf32_audit() as report:
+        ...     _ = torch.tensor([[1 + 2**-12]]) @ torch.ones(1, 1)  # TF32 keeps 1
+        >>> r = report.records[0]
+        >>> r.op, r.calls, r.norm_error == 2**-12 / (1 + 2**-12)
+        ('mm', 1, True)
     """
 
     frames: tuple[tuple[str, int, str], ...]
@@ -124,6 +132,15 @@ class AuditReport:
     Filled while the block runs; read it after. ``report.records`` is ranked by
     ``norm_error`` (then ``entry_error``), worst first; :meth:`ranked` sorts by either.
     ``str(report)`` is a plain-text table, :meth:`to_markdown` a Markdown one.
+
+    Example:
+        >>> import torch
+        >>> with tf32_audit() as report:
+        ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
+        >>> print(report.to_markdown().splitlines()[0])
+        | site | op | shapes | calls | TF32 err. (norm) | TF32 err. (entry) | fp32 err. (norm) |
+        >>> report.records[0].norm_error
+        0.0
     """
 
     def __init__(self, settings: _Settings) -> None:

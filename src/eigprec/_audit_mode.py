@@ -1,0 +1,384 @@
+"""The dispatch mode behind :func:`eigprec.tf32_audit.tf32_audit` (private).
+
+It sits at the level of ATen operators, like :mod:`eigprec.tf32`'s emulator, so it sees the
+GEMMs and convolutions that every Python-level product (``@``, ``einsum``, ``linear``,
+``conv2d``, autograd's backward formulas) reaches. For each float32 one it runs the user's
+operator unchanged and, apart, the same operator with TF32 operands and a reference, and
+hands the two error measures to a per-site accumulator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _get_current_dispatch_mode_stack,
+)
+
+from eigprec.tf32 import _GEMMS, _ieee_cpu_matmul, _round_bits, has_real_tf32
+
+_aten = torch.ops.aten
+
+# The functional operator to re-run for each audited packet (in-place and out= forms are
+# measured through their functional twin, on the inputs as they were before the call).
+_FUNCTIONAL: dict[Any, Any] = {
+    packet: getattr(_aten, packet.__name__.rstrip("_")) for packet in _GEMMS
+}
+_CONVS: dict[Any, tuple[int, ...]] = {
+    _aten.convolution: (0, 1),
+    _aten.convolution_backward: (0, 1, 2),
+}
+_FUNCTIONAL.update({packet: packet for packet in _CONVS})
+_OPERANDS: dict[Any, tuple[int, ...]] = {**_GEMMS, **_CONVS}
+
+# Entries of the reference smaller than this fraction of its largest magnitude are measured
+# against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
+# result's scale, so their own relative error means nothing.
+ENTRY_FLOOR = 2.0**-24
+
+_THIS_FILE = __file__
+
+# Private torch hooks that tie a backward product to its forward call; without them
+# (another torch version) backward products are attributed to the frames at backward time.
+_next_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_current_autograd_node = getattr(torch._C, "_current_autograd_node", None)
+
+
+def _current_node() -> Any:
+    return None if _current_autograd_node is None else _current_autograd_node()
+
+
+@dataclass
+class _Site:
+    """Running totals of one (call site, operator, shapes, phase)."""
+
+    calls: int = 0
+    tf32_calls: int = 0
+    norm_error: float = 0.0
+    entry_error: float = 0.0
+    fp32_norm_error: float | None = None
+    float64_calls: int = 0
+
+
+@dataclass
+class _Settings:
+    rounding: str
+    float64_limit: int
+    only_enabled: bool
+    skip: tuple[str, ...]
+    depth: int
+    sites: dict[tuple, _Site] = field(default_factory=dict)
+    # autograd sequence number of a forward node -> the frames of the forward call
+    forward_frames: dict[int, tuple] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _skipped(module: str, skip: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in skip)
+
+
+def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str], ...]:
+    """The ``depth`` innermost frames outside ``skip`` modules and this package's plumbing."""
+    frame = sys._getframe(1)
+    found: list[tuple[str, int, str]] = []
+    while frame is not None and len(found) < depth:
+        code = frame.f_code
+        module = frame.f_globals.get("__name__", "")
+        if code.co_filename != _THIS_FILE and not _skipped(module, skip):
+            found.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return tuple(found)
+
+
+def _tf32_setting(kind: str) -> bool:
+    # Whether a TF32 GPU would use TF32 for this kind of product under the current settings.
+    if kind == "matmul":
+        matmul = torch.backends.cuda.matmul
+        precision = getattr(matmul, "fp32_precision", None)
+        if precision is None:
+            return bool(matmul.allow_tf32)
+        if precision == "none":  # inherit the generic setting
+            return getattr(torch.backends, "fp32_precision", "none") == "tf32"
+        return precision == "tf32"
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    precision = getattr(conv, "fp32_precision", None)
+    if precision is None:
+        return bool(torch.backends.cudnn.allow_tf32)
+    if precision == "none":
+        return getattr(torch.backends, "fp32_precision", "none") == "tf32"
+    return precision == "tf32"
+
+
+@contextlib.contextmanager
+def _gpu_tf32(kind: str, on: bool) -> Iterator[None]:
+    # Flip the one setting the GPU library reads for this kind of product, then restore it.
+    owner: Any = torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
+    attr, value = "allow_tf32", on
+    new = owner if kind == "matmul" else getattr(owner, "conv", None)
+    if hasattr(new, "fp32_precision"):
+        owner, attr, value = new, "fp32_precision", "tf32" if on else "ieee"
+    old = getattr(owner, attr)
+    setattr(owner, attr, value)
+    try:
+        yield
+    finally:
+        setattr(owner, attr, old)
+
+
+def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
+    if packet is _aten.convolution:
+        weight = args[1]
+        return output.numel() * (weight[0].numel() if weight.dim() else 1)
+    if packet is _aten.convolution_backward:
+        # Each gradient costs about as much as the forward convolution.
+        weight = args[2]
+        return 2 * args[0].numel() * (weight[0].numel() if weight.dim() else 1)
+    first, second = (args[i] for i in _OPERANDS[packet])
+    return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
+
+
+def _errors(
+    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None
+) -> tuple[float, float, float | None]:
+    # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
+    # error when `ref` is float64. Few passes over the data: this runs for every product.
+    diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
+    size, dist = _norm(ref), _norm(diff)
+    if not (math.isfinite(size) and math.isfinite(dist)):
+        # Leave out the non-finite entries (of either result) and measure the rest.
+        finite = torch.isfinite(ref) & torch.isfinite(tf32)
+        ref = torch.where(finite, ref, 0.0)
+        diff = torch.where(finite, diff, 0.0)
+        if fp32 is not None:
+            fp32 = torch.where(finite, fp32, ref)
+        size, dist = _norm(ref), _norm(diff)
+    norm_error = _ratio(dist, size)
+    entry_error = 0.0
+    if ref.numel():
+        magnitude = ref.abs()
+        floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
+        entry_error = float(diff.abs_().div_(magnitude.clamp_min_(floor)).max())
+    fp32_error = None
+    if fp32 is not None:
+        fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
+    return norm_error, entry_error, fp32_error
+
+
+def _norm(x: torch.Tensor) -> float:
+    # torch's Frobenius norm squares without scaling, so float32 data beyond ~1e±18 would
+    # overflow or underflow; such (rare) tensors take the slower float64 reduction.
+    value = float(torch.linalg.vector_norm(x))
+    if x.dtype == torch.float64 or 1e-15 < value < 1e15 or (value == 0.0 and not x.any()):
+        return value
+    return float(torch.linalg.vector_norm(x, dtype=torch.float64))
+
+
+def _ratio(num: float, den: float) -> float:
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
+    # (output index, label suffix) to measure; convolution_backward's bias gradient is a
+    # sum, not a product, and a gradient not asked for comes back as None.
+    if packet is _aten.convolution_backward:
+        names = ("[input]", "[weight]")
+        return [(j, names[j]) for j in (0, 1) if isinstance(out[j], torch.Tensor)]
+    return [(0, "")]
+
+
+class AuditMode(TorchDispatchMode):
+    """Runs each op as given; measures float32 GEMMs and convolutions on the side."""
+
+    def __init__(self, settings: _Settings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        operands = _OPERANDS.get(packet)
+        if operands is None and _composite(func):
+            # Under inference_mode autograd is skipped, so composite operators (matmul,
+            # linear, einsum, conv2d...) reach this mode whole: run their decomposition,
+            # which is what the dispatcher would run, with the audit on for its pieces.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        if operands is None or not self._wanted(args, operands):
+            return func(*args, **kwargs)
+        kind = "conv" if packet in _CONVS else "matmul"
+        enabled = _tf32_setting(kind)
+        if self.settings.only_enabled and not enabled:
+            return func(*args, **kwargs)
+        frames, phase = self._where(args, operands)
+        side = self._side_results(packet, args, kwargs, operands, kind, enabled)
+        out = func(*args, **kwargs)
+        self._record(packet, args, out, side, frames, phase, enabled, kind)
+        return out
+
+    # -- what to audit, and where it came from ------------------------------------------
+
+    @staticmethod
+    def _wanted(args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
+        mats = [args[i] for i in operands if i < len(args)]
+        return (
+            len(mats) == len(operands)
+            and all(
+                isinstance(m, torch.Tensor)
+                and m.dtype == torch.float32
+                and m.layout == torch.strided
+                for m in mats
+            )
+            and mats[0].device.type in ("cpu", "cuda")
+        )
+
+    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str]:
+        s = self.settings
+        node = _current_node()
+        if node is not None:
+            # Backward: attribute to the forward call that created the node, when seen.
+            frames = s.forward_frames.get(node._sequence_nr())
+            if frames is None:
+                frames = user_frames(s.skip, s.depth)
+            return frames, f"backward ({node.name()})"
+        frames = user_frames(s.skip, s.depth)
+        if (
+            _next_sequence_nr is not None
+            and torch.is_grad_enabled()
+            and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        ):
+            # Autograd numbered this op's node just before dispatching to us.
+            with s.lock:
+                s.forward_frames[_next_sequence_nr() - 1] = frames
+        return frames, "forward"
+
+    # -- the side computations ----------------------------------------------------------
+
+    def _side_results(
+        self,
+        packet: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        operands: tuple[int, ...],
+        kind: str,
+        enabled: bool,
+    ) -> dict[str, Any]:
+        # Computed before the user's op so that in-place forms still see their inputs.
+        s = self.settings
+        fn = _FUNCTIONAL[packet].default
+        kw = {k: v for k, v in kwargs.items() if k != "out"}
+        device = args[operands[0]].device
+        side: dict[str, Any] = {}
+        with _disable_current_modes():
+            if has_real_tf32(device):
+                # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
+                # matches the current setting is the user's own result, taken afterwards.
+                with _gpu_tf32(kind, not enabled):
+                    side["tf32" if not enabled else "fp32"] = fn(*args, **kw)
+            else:
+                rounded = tuple(
+                    _round_bits(a.detach(), s.rounding) if i in operands else a
+                    for i, a in enumerate(args)
+                )
+                with _ieee_cpu_matmul(args[operands[0]]):
+                    side["tf32"] = fn(*rounded, **kw)
+                    if _get_current_dispatch_mode_stack() or _cpu_reduced(device):
+                        # Other modes (an emulator, say) or oneDNN's reduced precision may
+                        # change the user's result: take float32 from a clean run.
+                        side["fp32"] = fn(*args, **kw)
+            first = side.get("tf32", side.get("fp32"))
+            if packet is _aten.convolution_backward:
+                first = first[0] if first[0] is not None else first[1]
+            side["flops"] = _multiply_adds(packet, args, first)
+            if side["flops"] <= s.float64_limit:
+                wide = tuple(
+                    a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                    for a in args
+                )
+                side["fp64"] = fn(*wide, **kw)
+        return side
+
+    def _record(
+        self,
+        packet: Any,
+        args: tuple[Any, ...],
+        out: Any,
+        side: dict[str, Any],
+        frames: tuple,
+        phase: str,
+        enabled: bool,
+        kind: str,
+    ) -> None:
+        with _disable_current_modes():
+            if "tf32" not in side:  # a TF32 GPU that ran the user's op in TF32
+                side["tf32"] = out
+            fp32 = side.get("fp32", out)
+            fp64 = side.get("fp64")
+            name = packet.__name__
+            shapes = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+            for j, suffix in _measured_outputs(out, packet):
+                tf32_j = _pick(side["tf32"], packet, j)
+                fp32_j = _pick(fp32, packet, j)
+                ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
+                norm_e, entry_e, fp32_e = _errors(tf32_j, ref, fp32_j if fp64 is not None else None)
+                self._add((frames, name + suffix, shapes, phase), enabled, norm_e, entry_e, fp32_e)
+
+    def _add(
+        self, key: tuple, enabled: bool, norm_e: float, entry_e: float, fp32_e: float | None
+    ) -> None:
+        with self.settings.lock:
+            site = self.settings.sites.setdefault(key, _Site())
+            site.calls += 1
+            site.tf32_calls += int(enabled)
+            site.norm_error = _worse(site.norm_error, norm_e)
+            site.entry_error = _worse(site.entry_error, entry_e)
+            if fp32_e is not None:
+                site.float64_calls += 1
+                site.fp32_norm_error = (
+                    fp32_e if site.fp32_norm_error is None else max(site.fp32_norm_error, fp32_e)
+                )
+
+
+_COMPOSITE: dict[Any, bool] = {}
+
+
+def _composite(func: Any) -> bool:
+    if func not in _COMPOSITE:
+        _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd"
+        )
+    return _COMPOSITE[func]
+
+
+def _worse(a: float, b: float) -> float:
+    return b if b != b or b > a else a  # NaN counts as worst
+
+
+def _cpu_reduced(device: torch.device) -> bool:
+    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
+    return device.type == "cpu" and getattr(mkldnn, "fp32_precision", "none") not in (
+        "none",
+        "ieee",
+    )
+
+
+def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:
+    return out[j] if packet is _aten.convolution_backward else out

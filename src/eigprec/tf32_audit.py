@@ -1,0 +1,339 @@
+"""Which of your float32 products would TF32 hurt? An audit, per line of your code.
+
+Inside ``with tf32_audit() as report:`` every float32 product that a TF32 GPU would run in
+TF32 -- the GEMMs behind ``@``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``,
+``matmul``, ``einsum``, ``linear`` and the convolutions behind ``conv1d/2d/3d`` and their
+transposes, in forward and in autograd's backward -- is run as your code asked, and also,
+on the side, with TF32 operands and against a reference. Each call site of your code
+(file and line of the innermost frame outside ``torch`` and ``eigprec``) gets one
+:class:`AuditRecord` per operator and operand shapes: how often it ran and the worst TF32
+error it showed. Matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``) are
+not audited: PyTorch runs them without TF32.
+
+How the TF32 result is obtained:
+
+* without TF32 hardware (the CPU, older GPUs): the operands are rounded to TF32 with
+  :func:`eigprec.tf32.round_tf32` (``rounding="rna"``, as Ampere's cuBLAS) and the product
+  is accumulated in float32, which is exactly what a TF32 tensor core computes;
+* on a TF32 GPU: the product as cuBLAS/cuDNN runs it with TF32 on, and at full float32
+  ('highest'); whichever matches the current setting is your own result.
+
+The reference is the product in float64 when it costs at most ``float64_limit``
+multiply-adds, else the float32 product (accurate enough to measure TF32's error, which is
+about 2**13 times larger).
+
+Two errors, worst over the calls of a site:
+
+* ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
+  result. About 2**-11 / √k-ish for benign products; large when C cancels, i.e. when C is
+  much smaller than the operands that built it.
+* ``entry_error`` = max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, f), with the floor
+  ``f = 2**-24 · max|C_ref|`` (entries float32 itself cannot resolve at the result's scale
+  are measured against that resolution): the relative error of the entry TF32 hurts most.
+  Large for small entries that matter (small eigenvalues, residuals) and for entries that
+  are merely near zero and do not matter -- only you can tell which.
+
+Non-finite entries (in the reference or the TF32 result) are left out of both measures.
+
+What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
+choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
+the dispatcher's Python layer (the forward of ``cdist``'s matrix-product path, ``bilinear``,
+fused attention backends); products in threads other than the one that opened the audit
+(autograd's own threads excepted); sparse and non-float32 products. A backward product whose
+autograd node was not created by an audited forward product (a graph built before the
+audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
+frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
+block opened *within* the audit, products reach the audit with operands already rounded
+(their TF32 error reads zero); open the audit inside the emulator instead.
+
+Example:
+    >>> import torch
+    >>> w = torch.randn(8, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    >>> with tf32_audit() as report:
+    ...     (torch.ones(3, 8) @ w).sum().backward()
+    >>> [(r.op, r.phase, r.norm_error > 0) for r in report.records]  # w's gradient is exact
+    [('mm', 'forward', True), ('mm', 'backward (MmBackward0)', False)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from eigprec._audit_mode import ENTRY_FLOOR, AuditMode, _Settings
+from eigprec.tf32 import ROUNDINGS
+
+__all__ = ["ENTRY_FLOOR", "RANKINGS", "AuditRecord", "AuditReport", "tf32_audit"]
+
+#: What :meth:`AuditReport.ranked` can sort by (worst first).
+RANKINGS = ("norm", "entry")
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """What the audit saw at one call site, for one operator and operand shapes.
+
+    Attributes:
+        frames: ``(filename, line, function)`` of the user's frames, innermost first
+            (``depth`` of them); for a backward product, the forward call that made it.
+        op: ATen operator (``"mm"``, ``"addmm"``, ``"convolution"``,
+            ``"convolution_backward[weight]"``...).
+        phase: ``"forward"`` or ``"backward (<autograd node>)"``.
+        shapes: shapes of the multiplied operands.
+        calls: how many times it ran.
+        tf32_calls: of those, how many ran while the settings asked for TF32 (what a TF32
+            GPU would have done with them).
+        norm_error: worst ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F.
+        entry_error: worst max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, floor).
+        fp32_norm_error: worst norm-wise error of plain float32 against float64, for
+            comparison; ``None`` when no call was within the float64 limit.
+        float64_calls: calls measured against a float64 reference (the rest: float32).
+
+    Example:
+        >>> import torch
+        >>> with tf32_audit() as report:
+        ...     _ = torch.tensor([[1 + 2**-12]]) @ torch.ones(1, 1)  # TF32 keeps 1
+        >>> r = report.records[0]
+        >>> r.op, r.calls, r.norm_error == 2**-12 / (1 + 2**-12)
+        ('mm', 1, True)
+    """
+
+    frames: tuple[tuple[str, int, str], ...]
+    op: str
+    phase: str
+    shapes: tuple[tuple[int, ...], ...]
+    calls: int
+    tf32_calls: int
+    norm_error: float
+    entry_error: float
+    fp32_norm_error: float | None
+    float64_calls: int
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the innermost user frame (``"?"`` if none was found)."""
+        if not self.frames:
+            return "?"
+        filename, line, _ = self.frames[0]
+        return f"{os.path.basename(filename)}:{line}"
+
+    @property
+    def where(self) -> str:
+        """All recorded frames, ``file:line (function)``, innermost first, joined by ``←``."""
+        return " ← ".join(f"{os.path.basename(f)}:{n} ({fn})" for f, n, fn in self.frames) or "?"
+
+
+class AuditReport:
+    """The records of one :func:`tf32_audit` block, ranked by harm.
+
+    Filled while the block runs; read it after. ``report.records`` is ranked by
+    ``norm_error`` (then ``entry_error``), worst first; :meth:`ranked` sorts by either.
+    ``str(report)`` is a plain-text table, :meth:`to_markdown` a Markdown one.
+
+    Example:
+        >>> import torch
+        >>> with tf32_audit() as report:
+        ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
+        >>> print(report.to_markdown().splitlines()[0])
+        | site | op | shapes | calls | TF32 err. (norm) | TF32 err. (entry) | fp32 err. (norm) |
+        >>> report.records[0].norm_error
+        0.0
+    """
+
+    def __init__(self, settings: _Settings) -> None:
+        self._settings = settings
+
+    def ranked(self, by: str = "norm") -> list[AuditRecord]:
+        """The records, worst first.
+
+        Args:
+            by: ``"norm"`` (``norm_error``, ties by ``entry_error``) or ``"entry"``
+                (``entry_error``, ties by ``norm_error``). NaN ranks first.
+
+        Returns:
+            A new list of :class:`AuditRecord`.
+
+        Raises:
+            ValueError: if ``by`` is not one of :data:`RANKINGS`.
+        """
+        if by not in RANKINGS:
+            raise ValueError(f"by must be one of {RANKINGS}, got {by!r}")
+        with self._settings.lock:
+            items = list(self._settings.sites.items())
+        records = [
+            AuditRecord(
+                frames=key[0],
+                op=key[1],
+                shapes=key[2],
+                phase=key[3],
+                calls=s.calls,
+                tf32_calls=s.tf32_calls,
+                norm_error=s.norm_error,
+                entry_error=s.entry_error,
+                fp32_norm_error=s.fp32_norm_error,
+                float64_calls=s.float64_calls,
+            )
+            for key, s in items
+        ]
+
+        def harm(r: AuditRecord) -> tuple[float, float]:
+            first, second = (
+                (r.norm_error, r.entry_error) if by == "norm" else (r.entry_error, r.norm_error)
+            )
+            return (-_key(first), -_key(second))
+
+        return sorted(records, key=harm)
+
+    @property
+    def records(self) -> list[AuditRecord]:
+        """The records ranked by ``norm_error``, worst first."""
+        return self.ranked("norm")
+
+    def __len__(self) -> int:
+        return len(self._settings.sites)
+
+    def rows(self, by: str = "norm", limit: int | None = None) -> list[dict[str, str]]:
+        """The ranked records as rows of formatted strings, the columns of the tables.
+
+        Args:
+            by: ranking, as in :meth:`ranked`.
+            limit: keep only the first ``limit`` rows (``None``: all).
+
+        Returns:
+            One dict per record: site, op (a backward product names its autograd node),
+            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise.
+
+        Raises:
+            ValueError: for a bad ``by`` or a negative ``limit``.
+        """
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        records = self.ranked(by)[:limit]
+        return [
+            {
+                "site": r.where if self._settings.depth > 1 else r.site,
+                "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
+                "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
+                "calls": str(r.calls),
+                "TF32 err. (norm)": f"{r.norm_error:.1e}",
+                "TF32 err. (entry)": f"{r.entry_error:.1e}",
+                "fp32 err. (norm)": (
+                    "–" if r.fp32_norm_error is None else f"{r.fp32_norm_error:.1e}"
+                ),
+            }
+            for r in records
+        ]
+
+    def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
+        """The ranked records as a Markdown table.
+
+        Args:
+            by: ranking, as in :meth:`ranked`.
+            limit: keep only the first ``limit`` rows.
+
+        Returns:
+            The table; a one-line note if nothing was audited.
+
+        Raises:
+            ValueError: for a bad ``by`` or ``limit``.
+        """
+        rows = self.rows(by, limit)
+        if not rows:
+            return "*No float32 matrix product or convolution ran inside the audit.*"
+        header = list(rows[0])
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
+        return "\n".join(lines)
+
+    def to_text(self, by: str = "norm", limit: int | None = None) -> str:
+        """The ranked records as a fixed-width plain-text table (what ``str()`` gives)."""
+        rows = self.rows(by, limit)
+        if not rows:
+            return "No float32 matrix product or convolution ran inside the audit."
+        header = list(rows[0])
+        widths = [max(len(h), *(len(row[h]) for row in rows)) for h in header]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+        lines += [
+            "  ".join(row[h].ljust(w) for h, w in zip(header, widths, strict=True)) for row in rows
+        ]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"AuditReport({len(self)} records)"
+
+
+def _key(x: float) -> float:
+    return math.inf if math.isnan(x) else x
+
+
+@contextlib.contextmanager
+def tf32_audit(
+    *,
+    rounding: str = "rna",
+    float64_limit: int = 2**18,
+    only_enabled: bool = False,
+    skip: tuple[str, ...] = ("torch", "eigprec"),
+    depth: int = 1,
+) -> Iterator[AuditReport]:
+    """Measure, per call site, what TF32 would do to each float32 product of a code block.
+
+    Your code runs exactly as without the audit (same operators on the same inputs, same
+    results, bit for bit); each float32 GEMM or convolution is, in addition, re-run with
+    TF32 operands and against a reference (see the module docstring), forward and backward,
+    under ``no_grad`` and ``inference_mode`` alike. Backward products are attributed to
+    the forward call whose autograd node ran them when that call ran inside the audit.
+    Every torch setting is left as found.
+
+    Args:
+        rounding: TF32 rounding where TF32 is emulated (``"rna"``: Ampere cuBLAS).
+        float64_limit: largest cost (multiply-adds of one call) measured against a float64
+            reference; larger calls use float32. ``0`` never uses float64.
+        only_enabled: audit only the products that the current settings would run in TF32
+            on a TF32 GPU (``torch.backends.cuda.matmul``/``cudnn.conv`` precision); by
+            default every float32 product is audited, answering "what if TF32 were on?".
+        skip: modules whose frames are not "your code" when attributing a call site (a
+            frame is skipped when its module is one of these or inside one). Pass
+            ``("torch",)`` to see lines inside ``eigprec`` itself.
+        depth: how many of your frames identify a site (2 separates the callers of a
+            helper that does the product).
+
+    Yields:
+        An :class:`AuditReport`, filled as the block runs.
+
+    Raises:
+        ValueError: for an unknown ``rounding``, a negative ``float64_limit`` or a
+            ``depth`` below 1.
+        TypeError: for arguments of the wrong type.
+
+    Example:
+        >>> import torch
+        >>> a = torch.tensor([[1.0, 1.0], [1.0, 1.0 + 2**-12]])
+        >>> b = torch.tensor([[1.0], [-1.0]])
+        >>> with tf32_audit() as report:
+        ...     c = a @ b  # (0, -2**-12): all of it lost to TF32's rounding of a
+        >>> c.flatten().tolist(), [(r.op, r.calls, r.norm_error) for r in report.records]
+        ([0.0, -0.000244140625], [('mm', 1, 1.0)])
+    """
+    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
+        raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
+    if float64_limit < 0:
+        raise ValueError(f"float64_limit must be >= 0, got {float64_limit}")
+    if not isinstance(only_enabled, bool):
+        raise TypeError(f"only_enabled must be a bool, got {type(only_enabled).__name__}")
+    if not isinstance(skip, tuple) or not all(isinstance(s, str) and s for s in skip):
+        raise TypeError(f"skip must be a tuple of non-empty module names, got {skip!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise TypeError(f"depth must be an int, got {type(depth).__name__}")
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
+    with AuditMode(settings):
+        yield AuditReport(settings)

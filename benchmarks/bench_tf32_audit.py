@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import torch
 
-from eigprec.bench._timing import time_side_by_side
+from eigprec.audit import tf32_audit
 from eigprec.soap import REKLS
-from eigprec.tf32_audit import tf32_audit
+from eigprec.timing import time_side_by_side
 
 TARGET_RATIO = 4.0
 

@@ -1,4 +1,4 @@
-"""Tests of eigprec.tf32_audit on constructed products whose TF32 errors are known."""
+"""Tests of eigprec.audit on constructed products whose TF32 errors are known."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+from eigprec.audit import RANKINGS, AuditRecord, tf32_audit
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, emulate_tf32, matmul_3xtf32, round_tf32
-from eigprec.tf32_audit import RANKINGS, AuditRecord, tf32_audit
 
 CUDA_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
 
@@ -535,7 +535,7 @@ def test_bad_report_arguments():
 def test_docstring_examples():
     import doctest
 
-    import eigprec.tf32_audit as module
+    import eigprec.audit as module
 
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -7,6 +7,7 @@ reader), :mod:`eigprec.chapters` (each chapter's experiments and plots) and
 :mod:`eigprec.bench` (the command line that records GPU runs).
 """
 
+from .audit import AuditRecord, AuditReport, tf32_audit
 from .eig import default_cluster_tol, kth_eigvalsh
 from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from .runtime import RuntimeInfo, describe_runtime, full_scale
@@ -36,6 +37,8 @@ __all__ = [
     "MATMUL_PRECISIONS",
     "REKLS",
     "SOAP",
+    "AuditRecord",
+    "AuditReport",
     "ClusterAngle",
     "RuntimeInfo",
     "cluster_angles",
@@ -56,6 +59,7 @@ __all__ = [
     "round_tf32",
     "split_tf32",
     "subspace_angle",
+    "tf32_audit",
     "tf32_matmul_enabled",
     "tf32_mode",
     "time_side_by_side",

@@ -1,4 +1,4 @@
-"""The dispatch mode behind :func:`eigprec.tf32_audit.tf32_audit` (private).
+"""The dispatch mode behind :func:`eigprec.audit.tf32_audit` (private).
 
 It sits at the level of ATen operators, like :mod:`eigprec.tf32`'s emulator, so it sees the
 GEMMs and convolutions that every Python-level product (``@``, ``einsum``, ``linear``,

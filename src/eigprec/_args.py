@@ -47,9 +47,12 @@ def check_real(
     below = x <= low if low_open else x < low
     above = x >= high if high_open else x > high
     if math.isnan(x) or (finite and not math.isfinite(x)) or below or above:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        if high == math.inf:
+            where = f"{'>' if low_open else '≥'} {low:g}"
+        else:
+            where = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         what = "a finite number" if finite else "a number"
-        raise ValueError(f"{name} must be {what} in {interval}, got {value!r}")
+        raise ValueError(f"{name} must be {what} {where}, got {value!r}")
     return x
 
 

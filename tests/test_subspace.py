@@ -363,3 +363,13 @@ def test_numpy_scalars_are_numbers():
         0.1, float(np.float32(1.1))
     )
     assert cluster_angles(Q, Q, lam, np.float64(0.01)) == cluster_angles(Q, Q, lam, 0.01)
+
+
+@pytest.mark.parametrize("scale", [1e300, 8e307, 1e-310, 5e-324])
+def test_top1_angle_of_huge_and_subnormal_vectors(scale):
+    # Found by tests/test_api_properties.py: ‖a‖ overflowed to inf (reporting 90°) or
+    # underflowed to 0 (refusing a non-zero vector as a "zero vector").
+    a = torch.tensor([1.0, 0.0], dtype=torch.float64) * scale
+    b = torch.tensor([1.0, 1.0], dtype=torch.float64) * scale
+    assert top1_angle(a, b) == pytest.approx(45.0, rel=1e-12)
+    assert top1_angle(a, torch.tensor([3.0, 0.0])) == 0.0

@@ -206,10 +206,13 @@ def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
     u, v = columns
     if u.shape != v.shape:
         raise ValueError(f"a and b must have the same length, got {u.numel()} and {v.numel()}")
-    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
-    if nu == 0 or nv == 0:
+    mu, mv = u.abs().max(), v.abs().max()
+    if mu == 0 or mv == 0:
         raise ValueError("a zero vector spans no line; its angle is undefined")
-    u, v = u / nu, v / nv
+    # Scaled to max |entry| = 1 first: the norm of a vector near float64's range would
+    # overflow (reporting 90°) and that of a subnormal one underflow to 0.
+    u, v = u / mu, v / mv
+    u, v = u / torch.linalg.vector_norm(u), v / torch.linalg.vector_norm(v)
     # atan2(‖u − (u·v)v‖, |u·v|) keeps full accuracy at both small and right angles.
     c = torch.dot(u, v)
     s = torch.linalg.vector_norm(u - c * v)

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eigprec import (
+    REKLS,
     SOAP,
     cluster_angles,
     davis_kahan_bound,
@@ -242,7 +243,8 @@ def _reference_angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 @given(data=st.data())
 def test_principal_angles_against_a_float64_reference(data):
     n = data.draw(st.integers(1, 8))
-    A, B = data.draw(bases(n=n)), data.draw(bases(n=n))
+    low = (*FLOATS, torch.float16, torch.bfloat16)  # accepted: any floating dtype
+    A, B = data.draw(bases(n=n, dtypes=low)), data.draw(bases(n=n))
     got = principal_angles(A, B)
     ref = _reference_angles(A, B)
     assert got.dtype == torch.float64 and got.shape == (min(A.shape[1], B.shape[1]),)
@@ -572,3 +574,52 @@ def test_soap_hyperparameters_are_checked_wherever_they_are_set(name, value, whe
     else:
         _raises_documented(run, TypeError, ValueError)
         assert torch.equal(p.detach(), torch.zeros(2, 2))  # refused before any update
+
+
+_FLAG_NAMES = ("nesterov", "correct_bias", "use_eigh", "use_kl_shampoo", "track_diagnostics")
+
+
+@FAST
+@given(
+    cls=st.sampled_from([SOAP, REKLS]),
+    name=st.sampled_from(_FLAG_NAMES),
+    value=st.sampled_from([True, False, "no", "", 1, 0, None, 1.0]),
+)
+def test_soap_flags_take_bools_only(cls, name, value):
+    p = torch.nn.Parameter(torch.zeros(2, 2))
+    if cls is REKLS and name in ("use_eigh", "use_kl_shampoo"):
+        _raises_documented(lambda: cls([p], lr=0.1, **{name: value}), TypeError)
+    elif isinstance(value, bool):
+        assert getattr(cls([p], lr=0.1, **{name: value}), name) is value
+    else:
+        _raises_documented(lambda: cls([p], lr=0.1, **{name: value}), TypeError)
+
+
+@settings(FAST, max_examples=20)
+@given(
+    first=soap_options(),
+    second=st.one_of(st.none(), soap_options()),  # None: the same options again
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+)
+def test_soap_checkpoints_resume_exactly_or_are_refused(first, second, shape):
+    second = first if second is None else second
+    g = torch.Generator().manual_seed(sum(shape))
+    grads = [torch.randn(shape, generator=g) for _ in range(3)]
+    p = torch.nn.Parameter(torch.zeros(shape))
+    opt = SOAP([p], lr=0.01, **first)
+    for grad in grads[:2]:
+        p.grad = grad
+        opt.step()
+    q = torch.nn.Parameter(p.detach().clone())
+    other = SOAP([q], lr=0.01, **second)
+    if any(first[k] != second[k] for k in first):
+        _raises_documented(lambda: other.load_state_dict(opt.state_dict()), ValueError)
+        assert other.state[q] == {}
+        return
+    other.load_state_dict(opt.state_dict())
+    clone = copy.deepcopy(opt)
+    c = clone.param_groups[0]["params"][0]
+    p.grad, q.grad, c.grad = grads[2], grads[2].clone(), grads[2].clone()
+    for o in (opt, other, clone):
+        o.step()
+    assert torch.equal(p, q) and torch.equal(p, c)

@@ -489,6 +489,13 @@ def test_options_travel_in_the_state_dict():
     assert sd["soap_options"]["use_kl_shampoo"] is True
     assert sd["soap_options"]["eps_mode"] == "relative"
     assert sd["soap_options"]["dtype"] == "float32"
+    import io
+
+    buf = io.BytesIO()
+    torch.save(sd, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=True)  # plain names and numbers only
+    assert loaded["soap_options"] == sd["soap_options"]
 
 
 @pytest.mark.parametrize("change", _OPTION_CHANGES, ids=lambda c: next(iter(c)))

@@ -180,14 +180,8 @@ class SOAP(Optimizer):
         ):
             if prec not in _PRECISIONS:
                 raise ValueError(f"{name} must be one of {_PRECISIONS}, got {prec!r}")
-        flags = {
-            "nesterov": nesterov,
-            "correct_bias": correct_bias,
-            "use_eigh": use_eigh,
-            "use_kl_shampoo": use_kl_shampoo,
-            "track_diagnostics": track_diagnostics,
-        }
-        flags = {name: check_flag(name, value) for name, value in flags.items()}
+        values = (nesterov, correct_bias, use_eigh, use_kl_shampoo, track_diagnostics)
+        flags = {name: check_flag(name, v) for name, v in zip(_FLAGS, values, strict=True)}
         if correct_shampoo_beta_bias is not None:
             correct_shampoo_beta_bias = check_flag(
                 "correct_shampoo_beta_bias", correct_shampoo_beta_bias
@@ -512,10 +506,13 @@ class SOAP(Optimizer):
 
         with matmul_precision(self.fp32_matmul_prec):
             state["L"], state["R"] = self._update_factors(state, grad, beta, group["eps"], diag)
-        # Checked before eigh, which fails on inf with an unhelpful LinAlgError.
-        self._refuse_non_finite(state, ("L", "R"), grad, where)
-        with matmul_precision(self.qr_fp32_matmul_prec):
-            self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
+        try:
+            with matmul_precision(self.qr_fp32_matmul_prec):
+                self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
+        except (torch.linalg.LinAlgError, RuntimeError):
+            # eigh fails on an overflowed factor with an unhelpful LinAlgError; say why.
+            self._refuse_non_finite(state, ("L", "R"), grad, where)
+            raise
         decay = self._decay_factor(p, grad, group)
         Q_L, Q_R = state["Q_L"], state["Q_R"]
         with matmul_precision(self.fp32_matmul_prec):
@@ -535,7 +532,9 @@ class SOAP(Optimizer):
     def _refuse_non_finite(
         self, state: dict[str, Any], keys: tuple[str, ...], grad: torch.Tensor, where: str
     ) -> None:
-        bad = [key for key in keys if not torch.isfinite(state[key]).all()]
+        # One flag per tensor, read back at once: a single host sync per parameter and step.
+        finite = torch.stack([torch.isfinite(state[key]).all() for key in keys]).tolist()
+        bad = [key for key, ok in zip(keys, finite, strict=True) if not ok]
         if bad:
             top = grad.abs().max().item()
             raise ValueError(

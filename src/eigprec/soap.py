@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from itertools import chain
 from typing import Any, Literal
 
 import torch
 from torch.optim import Optimizer
 
 from eigprec._args import check_flag, check_int, check_real, check_soap_hyperparameters
+from eigprec._soap_checkpoint import CheckpointedOptions
 from eigprec.precision import matmul_precision
 
 __all__ = ["REKLS", "SOAP", "ema_first_weight"]
@@ -59,9 +59,11 @@ _ALGORITHM_OPTIONS = (
 )
 _OPTIONS = (*_ALGORITHM_OPTIONS, "track_diagnostics")
 _STATE_TENSORS = ("L", "R", "Q_L", "Q_R", "exp_avg", "exp_avg_sq")
+# What a step checks for overflow before committing (L and R first: eigh reads them).
+_CHECKED = (*_STATE_TENSORS, "update")
 
 
-class SOAP(Optimizer):
+class SOAP(CheckpointedOptions, Optimizer):
     """SOAP: Adam in the eigenbasis of Shampoo's Kronecker factors (reference version).
 
     Each step, for every 2-D parameter with gradient G (m×n):
@@ -133,6 +135,9 @@ class SOAP(Optimizer):
         >>> sorted(opt.state[w])
         ['L', 'Q_L', 'Q_R', 'R', 'exp_avg', 'exp_avg_sq', 'step']
     """
+
+    _OPTIONS = _OPTIONS
+    _ALGORITHM_OPTIONS = _ALGORITHM_OPTIONS
 
     def __init__(
         self,
@@ -240,82 +245,6 @@ class SOAP(Optimizer):
         where = f"param group {len(getattr(self, 'param_groups', []))}"
         hyper = check_soap_hyperparameters({**self.defaults, **param_group}, where)
         super().add_param_group({**param_group, **hyper, "params": params})
-
-    # -- options travel with copies and checkpoints ---------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        # torch.optim.Optimizer pickles only defaults, state and param_groups; without the
-        # options a deepcopy, pickle or torch.save copy could not step.
-        state = super().__getstate__()
-        state.update({name: getattr(self, name) for name in _OPTIONS})
-        state["diagnostics"] = self.diagnostics
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self.__dict__.setdefault("diagnostics", {})
-
-    def _option_record(self) -> dict[str, Any]:
-        # Dtypes as names, so that torch.load(weights_only=True) reads the checkpoint.
-        return {
-            name: str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else value
-            for name in _ALGORITHM_OPTIONS
-            for value in (getattr(self, name),)
-        }
-
-    def state_dict(self) -> dict[str, Any]:
-        """The optimizer's state, with its options under ``"soap_options"``.
-
-        Returns:
-            :meth:`torch.optim.Optimizer.state_dict`'s ``state`` and ``param_groups``, plus
-            ``soap_options``: every optimizer-wide option that defines the algorithm
-            (``use_kl_shampoo``, ``dtype``, precisions, ``eps_mode``, …; dtypes as names).
-        """
-        out = super().state_dict()
-        out["soap_options"] = self._option_record()
-        return out
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`, refusing a checkpoint of another configuration.
-
-        The options are not restored but compared: loading a KL-Shampoo checkpoint into a plain
-        SOAP (or float64 state into a float32 optimizer) would silently continue a different
-        algorithm, so a mismatch is an error that names the options to pass instead. The
-        state keeps this optimizer's ``dtype`` whatever the parameters' dtype (the base class
-        would cast it to the parameters' dtype and round a float64 state to float32).
-
-        Args:
-            state_dict: A dict returned by :meth:`state_dict`.
-
-        Raises:
-            ValueError: if ``soap_options`` is missing or differs from this optimizer's
-                options, plus :meth:`torch.optim.Optimizer.load_state_dict`'s errors.
-        """
-        saved = state_dict.get("soap_options") if isinstance(state_dict, dict) else None
-        if not isinstance(saved, dict):
-            raise ValueError(
-                "state_dict has no 'soap_options': it was not saved by eigprec's SOAP "
-                "(or by an older version), so its algorithm options cannot be checked"
-            )
-        mine = self._option_record()
-        diffs = [
-            f"{name}={saved.get(name, '<missing>')!r} (saved) vs {mine.get(name, '<missing>')!r}"
-            for name in sorted(set(saved) | set(mine))
-            if saved.get(name, "<missing>") != mine.get(name, "<missing>")
-        ]
-        if diffs:
-            raise ValueError(
-                "state_dict was saved by a SOAP with other options: "
-                + "; ".join(diffs)
-                + ". Construct the optimizer with the saved options (state_dict['soap_options'])."
-            )
-        super().load_state_dict(state_dict)
-        saved_ids = chain.from_iterable(g["params"] for g in state_dict["param_groups"])
-        params = chain.from_iterable(g["params"] for g in self.param_groups)
-        for pid, p in zip(saved_ids, params, strict=True):
-            for key, value in state_dict["state"].get(pid, {}).items():
-                if isinstance(value, torch.Tensor) and value.is_floating_point():
-                    self.state[p][key] = value.detach().to(p.device, self.dtype, copy=True)
 
     # -- products ---------------------------------------------------------------------------
 
@@ -475,11 +404,22 @@ class SOAP(Optimizer):
                 where = f"parameter {pi} of param group {gi}, shape {tuple(p.shape)}"
                 if p.dim() != 2:
                     raise TypeError(f"SOAP preconditions 2-D parameters only; got {where}")
-                if not torch.isfinite(p.grad).all():
-                    raise ValueError(f"gradient of {where} has NaN or inf")
                 work.append((p, hyper, where))
+        # One host sync for all gradients, and one for all new states below: a check per
+        # parameter would stall a GPU once per parameter and step.
+        if work:
+            finite = torch.stack([torch.isfinite(p.grad).all() for p, _, _ in work]).tolist()
+            for (_, _, where), ok in zip(work, finite, strict=True):
+                if not ok:
+                    raise ValueError(f"gradient of {where} has NaN or inf")
         updates = [(p, hyper, *self._compute_step(p, hyper, where)) for p, hyper, where in work]
+        if updates:
+            flags = torch.stack([u[2]["_finite"] for u in updates]).tolist()
+            for (p, _, new_state, _, _, _), row in zip(updates, flags, strict=True):
+                if not all(row):
+                    self._refuse_non_finite(new_state, row, p.grad, new_state["_where"])
         for p, hyper, new_state, decay, update, diag in updates:
+            del new_state["_finite"], new_state["_where"], new_state["update"]
             if decay != 1.0:
                 p.mul_(decay)
             p.add_(update.to(p.dtype), alpha=-hyper["lr"])
@@ -511,7 +451,9 @@ class SOAP(Optimizer):
                 self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
         except (torch.linalg.LinAlgError, RuntimeError):
             # eigh fails on an overflowed factor with an unhelpful LinAlgError; say why.
-            self._refuse_non_finite(state, ("L", "R"), grad, where)
+            finite = [bool(torch.isfinite(state[key]).all()) for key in _CHECKED[:2]]
+            if not all(finite):
+                self._refuse_non_finite({**state, "_where": where}, finite, grad, where)
             raise
         decay = self._decay_factor(p, grad, group)
         Q_L, Q_R = state["Q_L"], state["Q_R"]
@@ -524,17 +466,18 @@ class SOAP(Optimizer):
             rms = update.square().mean().sqrt()
             update.mul_((self.max_update_rms / (rms + 1e-7)).clamp(max=1.0))
         state["update"] = update
-        self._refuse_non_finite(state, (*_STATE_TENSORS, "update"), grad, where)
-        del state["update"]
+        # Checked by step() for all parameters at once, before anything is committed.
+        state["_finite"] = torch.stack([torch.isfinite(state[key]).all() for key in _CHECKED]).to(
+            update.device
+        )
+        state["_where"] = where
         state["step"] = t
         return state, decay, update, diag
 
     def _refuse_non_finite(
-        self, state: dict[str, Any], keys: tuple[str, ...], grad: torch.Tensor, where: str
+        self, state: dict[str, Any], finite: list[bool], grad: torch.Tensor, where: str
     ) -> None:
-        # One flag per tensor, read back at once: a single host sync per parameter and step.
-        finite = torch.stack([torch.isfinite(state[key]).all() for key in keys]).tolist()
-        bad = [key for key, ok in zip(keys, finite, strict=True) if not ok]
+        bad = [key for key, ok in zip(_CHECKED, finite, strict=False) if not ok]
         if bad:
             top = grad.abs().max().item()
             raise ValueError(

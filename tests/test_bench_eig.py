@@ -114,6 +114,21 @@ def test_eig_grid_stops_at_the_deadline():
     assert rows == [] and [s["what"] for s in skipped] == ["n=4, batch=2", "n=5, batch=2"]
 
 
+def test_eig_grid_leaves_out_what_would_overrun():
+    import time
+
+    from eigprec.bench import eig as bench_eig
+
+    t0 = time.monotonic()
+    rows, skipped = bench_eig.measure_grid(
+        [(4, 2), (4, 10**7)], ["torch"], device="cpu", max_repeats=1, budget_s=0.01,
+        deadline=time.monotonic() + 60,
+    )  # fmt: skip
+    assert [(r["n"], r["batch"]) for r in rows] == [(4, 2)]
+    assert skipped[0]["what"] == "n=4, batch=10000000" and "would not fit" in skipped[0]["why"]
+    assert time.monotonic() - t0 < 30
+
+
 def test_eig_parser_defaults_and_validation():
     from eigprec.bench import eig as bench_eig
 

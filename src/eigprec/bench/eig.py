@@ -181,10 +181,17 @@ def measure_grid(
     """
     clock = cuda_event_clock if device == "cuda" else perf_counter_clock
     rows, skipped = [], []
+    spent: dict[int, tuple[int, float]] = {}  # n -> (batch, wall seconds) of the last one
     for n, batch in configs:
-        if deadline is not None and time.monotonic() > deadline:
-            skipped.append({"what": f"n={n}, batch={batch}", "why": "time budget spent"})
+        # A configuration is expected to cost what the same n cost at another batch, scaled
+        # by the batch (looping solvers are linear in it): one that would overrun is left out
+        # before it starts, since a GPU session cannot afford to be cut off mid-record.
+        guess = spent[n][1] * batch / spent[n][0] if n in spent else 0.0
+        if deadline is not None and time.monotonic() + guess > deadline:
+            why = "time budget spent" if guess == 0 else f"would not fit (about {guess:.0f} s)"
+            skipped.append({"what": f"n={n}, batch={batch}", "why": why})
             continue
+        t0 = time.monotonic()
         g = torch.Generator().manual_seed(seed)
         B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
         A = ((B + B.mT) / 2).to(device)
@@ -204,6 +211,7 @@ def measure_grid(
         del A, B
         if device == "cuda":
             torch.cuda.empty_cache()
+        spent[n] = (batch, time.monotonic() - t0)
     return rows, skipped
 
 
@@ -367,7 +375,8 @@ def record(
         sizes: matrix sizes n.
         batches: batch sizes.
         max_repeats: most timed calls per candidate.
-        budget_s: seconds for the whole grid; configurations beyond it are listed as skipped.
+        budget_s: seconds for the whole record: the grid gets all but a reserve for the
+            sections after it; configurations beyond it are listed as skipped.
         per_candidate_s: timed seconds per candidate and configuration.
 
     Returns:
@@ -391,7 +400,7 @@ def record(
         k=HEADLINE["k"],
         max_repeats=max_repeats,
         budget_s=per_candidate_s,
-        deadline=start + budget_s,
+        deadline=start + max(budget_s - 40.0, 0.6 * budget_s),
     )
     skipped += later
     main = backends[0]
@@ -543,7 +552,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=10, help="most timed calls per candidate")
     parser.add_argument("--sizes", type=ints, default=list(SIZES), help="comma-separated n")
     parser.add_argument("--batches", type=ints, default=list(BATCHES), help="comma-separated")
-    parser.add_argument("--budget", type=float, default=240.0, help="seconds for the grid")
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds for the record")
     parser.add_argument("--no-sweep", action="store_true", help="headline case only")
 
 

@@ -245,3 +245,98 @@ def test_make_target_calls_the_script():
         check=True,
     )
     assert "bash tools/gpu_record.sh --steps eig" in proc.stdout
+
+
+FAKE_PYTHON = """#!{real}
+# Stands in for the venv's interpreter: the recorders and pytest act as FAKE_MODE says;
+# everything else (the probes run with -c) goes to the real interpreter.
+import os, subprocess, sys, time
+args = sys.argv[1:]
+mode = os.environ.get("FAKE_MODE", "ok")
+if args[:2] == ["-m", "eigprec.bench"]:
+    out = args[args.index("--out") + 1]
+    if mode == "refuse":
+        print("eigprec.bench: no CuPy here", file=sys.stderr)
+        sys.exit(2)
+    if mode == "hang":
+        child = subprocess.Popen(["sleep", "120"])
+        open(os.environ["FAKE_PIDS"], "w").write(str(child.pid))
+        time.sleep(120)
+    if mode == "crash":
+        raise RuntimeError("CUDA error: an illegal memory access")
+    open(out, "w").write('{{"args": %r}}' % " ".join(args).replace('"', ""))
+    sys.exit(0)
+if args[:2] == ["-m", "pytest"]:
+    junit = next(a.split("=", 1)[1] for a in args if a.startswith("--junitxml="))
+    open(junit, "w").write(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_eig" name="test_cupy_path"/>'
+        '<testcase classname="tests.test_tf32" name="test_real"><failure message="off"/>'
+        "</testcase></testsuite></testsuites>"
+    )
+    print("1 failed, 1 passed")
+    sys.exit(1)
+os.execv({real!r}, [{real!r}, *args])
+"""
+
+
+@pytest.fixture
+def fake_env(tmp_path, monkeypatch):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON.format(real=sys.executable))
+    python.chmod(0o755)
+    monkeypatch.setenv("FAKE_PIDS", str(tmp_path / "pids"))
+    return {"python": str(python), "pip": [str(python), "-m", "pip"]}
+
+
+def test_recorder_steps_report_ok_refused_failed_and_timeout(tmp_path, fake_env, monkeypatch):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    gpu_record.record(run, fake_env, "eig")
+    monkeypatch.setenv("FAKE_MODE", "refuse")
+    gpu_record.record(run, fake_env, "tf32")
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    gpu_record.record(run, fake_env, "degeneracy")
+    ok, refused, crashed = run.steps
+    assert ok["status"] == "ok" and ok["outputs"] == ["records/eig_gpu.json"]
+    assert "--budget" in (run.out / "records" / "eig_gpu.json").read_text()
+    assert refused["status"] == "skipped" and "no CuPy here" in refused["reason"]
+    assert crashed["status"] == "failed" and "exit status 1" in crashed["reason"]
+    assert "illegal memory access" in (run.out / crashed["log"]).read_text()
+
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    monkeypatch.setattr(gpu_record, "MIN_STEP_S", 1.0)
+    monkeypatch.setitem(gpu_record.STEP_LIMITS, "tf32", 4)
+    t0 = time.monotonic()
+    gpu_record.record(run, fake_env, "tf32")
+    assert time.monotonic() - t0 < 30
+    hung = run.steps[-1]
+    assert hung["status"] == "timeout" and "timed out" in hung["reason"]
+    child = int((tmp_path / "pids").read_text())
+    time.sleep(0.5)
+    status = Path(f"/proc/{child}/status")
+    # The recorder's own child was killed too: gone, or a zombie nobody has reaped yet.
+    assert not status.exists() or "State:\tZ" in status.read_text()
+    run.budget = 0  # nothing left: the next step is skipped, saying why
+    gpu_record.record(run, fake_env, "eig")
+    assert run.steps[-1]["status"] == "skipped" and "budget" in run.steps[-1]["reason"]
+
+
+def test_unit_test_step_writes_junit_and_digest(tmp_path, fake_env):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    gpu_record.unit_tests(run, fake_env)
+    (step,) = run.steps
+    assert step["status"] == "failed" and (step["failed"], step["passed"]) == (1, 1)
+    digest = json.loads((run.out / "reports" / "tests.json").read_text())
+    assert digest["cases"] == [
+        {"test": "tests.test_tf32::test_real", "outcome": "failed", "message": "off"}
+    ]
+    assert step["outputs"] == ["reports/junit.xml", "reports/tests.json"]
+
+
+def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    monkeypatch.setattr(gpu_record, "NOTEBOOK_MODULES", ("no_such_module_for_eigprec",))
+    gpu_record.notebooks(run, fake_env, full=False)
+    (step,) = run.steps
+    assert step["status"] == "skipped" and "tools/gpu_wheels.py" in step["reason"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import re
 import shutil
@@ -63,6 +64,8 @@ STEP_LIMITS = {
 #: A recorder that accepts ``--budget`` stops starting new work this long before its limit.
 RECORDER_MARGIN_S = 20
 STATUSES = ("ok", "failed", "skipped", "timeout")
+#: A step is not started with less time than this left.
+MIN_STEP_S = 15.0
 # The Makefile's settings for executing chapters (progress as text, kernels from the venv).
 NOTEBOOK_ENV = {
     "EIGPREC_PROGRESS": "text",
@@ -327,8 +330,10 @@ class Run:
     def remaining(self) -> float:
         return self.budget - (time.monotonic() - self.start)
 
-    def limit(self, name: str) -> float:
-        return min(STEP_LIMITS.get(name, 120), self.remaining() - 5)
+    def limit(self, name: str, last: bool = False) -> float:
+        # The last step requested may use whatever the budget has left.
+        cap = math.inf if last else STEP_LIMITS.get(name, 120)
+        return min(cap, self.remaining() - 5)
 
     def note(self, name: str, status: str, reason: str = "", seconds: float = 0.0, **extra: Any):
         entry = {
@@ -537,10 +542,10 @@ def versions(run: Run, env: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- GPU steps
 
 
-def record(run: Run, env: dict[str, Any], name: str) -> None:
+def record(run: Run, env: dict[str, Any], name: str, last: bool = False) -> None:
     """``python -m eigprec.bench <name>`` into ``records/``; status 2 means refused."""
-    limit = run.limit(name)
-    if limit < 15:
+    limit = run.limit(name, last)
+    if limit < MIN_STEP_S:
         run.note(name, "skipped", "time budget spent")
         return
     out = run.out / "records" / RECORDERS[name]
@@ -559,11 +564,19 @@ def record(run: Run, env: dict[str, Any], name: str) -> None:
         run.note(name, status if status != "ok" else "failed", f"{why}; see {log}", secs, log=log)
 
 
-def unit_tests(run: Run, env: dict[str, Any]) -> None:
+def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
     """The whole unit suite on the GPU, with JUnit XML and a JSON digest."""
-    limit = run.limit("tests")
-    if limit < 30:
+    limit = run.limit("tests", last)
+    if limit < 2 * MIN_STEP_S:
         run.note("tests", "skipped", "time budget spent")
+        return
+    if missing_modules(env["python"], ("yaml",)):
+        run.note(
+            "tests",
+            "skipped",
+            "PyYAML is not installed (tests/conftest.py imports it): carry the wheel bundle "
+            "(python tools/gpu_wheels.py)",
+        )
         return
     junit = run.out / "reports" / "junit.xml"
     cmd = [env["python"], "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]
@@ -608,10 +621,13 @@ def notebooks(run: Run, env: dict[str, Any], full: bool) -> None:
     extra_env = dict(NOTEBOOK_ENV)
     if full:
         extra_env["EIGPREC_FULL"] = "1"
-    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+    chapters = sorted((ROOT / "book").glob("*.ipynb"))
+    for i, nb in enumerate(chapters):
         name = f"notebook-{nb.stem}"
-        limit = run.limit("notebooks")
-        if limit < 30:
+        # A fair share of what is left, and never less than the usual limit where it fits.
+        share = (run.remaining() - 5) / (len(chapters) - i)
+        limit = min(max(share, STEP_LIMITS["notebooks"]), run.remaining() - 5)
+        if limit < 2 * MIN_STEP_S:
             run.note(name, "skipped", "time budget spent")
             continue
         target = run.out / "notebooks" / nb.name
@@ -683,9 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             run.note(step, "skipped", "dry run: no GPU step is executed")
         elif step in RECORDERS:
-            record(run, env, step)
+            record(run, env, step, last=step == args.steps[-1])
         elif step == "tests":
-            unit_tests(run, env)
+            unit_tests(run, env, last=step == args.steps[-1])
         else:
             notebooks(run, env, args.full)
     if args.dry_run and "notebooks" in args.steps:

@@ -118,5 +118,12 @@ colab-check: env
 test: lint unit strict-book site-check colab-check
 	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"
 
+# On an offline NVIDIA machine: everything GPU-only, into $$OUT or $(BUILD)/gpu-record
+# (README, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
+# machine's torch and CuPy. Options: make gpu-record GPU_RECORD_ARGS="--steps eig".
+.PHONY: gpu-record
+gpu-record:
+	PYTHON=$(PYTHON) bash tools/gpu_record.sh $(GPU_RECORD_ARGS)
+
 clean:
 	rm -rf $(BUILD)

@@ -48,23 +48,23 @@ def kth_eigenpair(A: Tensor, k: int, lower: bool, vectors: bool) -> tuple[Tensor
     n = A.shape[-1]
     batch = A.shape[:-2]
     syevr = lapack.ssyevr if A.dtype == torch.float32 else lapack.dsyevr
-    # One copy of the whole batch, which LAPACK may then overwrite in place (no per-call copy).
-    # LAPACK is column-major: the transpose of a row-major matrix is a Fortran-ordered view,
-    # and row-major's lower triangle is that view's upper triangle.
-    work = A.detach().reshape(-1, n, n).clone().numpy()
-    lam = torch.empty(work.shape[0], dtype=A.dtype)
-    q = torch.empty(work.shape[0], n, dtype=A.dtype) if vectors else None
+    # No copy of the whole batch: SciPy's wrapper copies each matrix into a small column-major
+    # buffer that stays in cache (and LAPACK destroys that buffer, never the caller's tensor).
+    # Measured against a batch copy read through transposed views, it was no slower.
+    mats = A.detach().reshape(-1, n, n).numpy()
+    lam = torch.empty(mats.shape[0], dtype=A.dtype)
+    q = torch.empty(mats.shape[0], n, dtype=A.dtype) if vectors else None
     lam_np = lam.numpy()
     q_np = q.numpy() if q is not None else None
-    uplo_lower = 0 if lower else 1
+    uplo_lower = 1 if lower else 0
     jobz = 1 if vectors else 0
     # Positional arguments: compute_v, range, lower, vl, vu, il, iu, abstol, lwork, liwork,
     # overwrite_a. abstol = 0 asks for LAPACK's default bisection tolerance, eps·‖T‖₁: the
     # eigenvalue is then as accurate as the full solver's. lwork/liwork are the documented
     # minima (26n, 10n); a workspace query per matrix would cost as much as it saves.
-    for i in range(work.shape[0]):
+    for i in range(mats.shape[0]):
         w, z, _, _, info = syevr(
-            work[i].T, jobz, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, 26 * n, 10 * n, 1
+            mats[i], jobz, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, 26 * n, 10 * n, 0
         )
         if info != 0:
             lam_np[i] = float("nan")

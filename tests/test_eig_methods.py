@@ -251,3 +251,46 @@ def test_exactly_singular_shift_is_handled():
     G = grad_of(A, 0, method="inverse_iteration")
     assert torch.isfinite(G).all()
     torch.testing.assert_close(G, grad_of(A, 0, method="eigh"), atol=1e-8, rtol=0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lower=st.one_of(st.booleans(), st.none(), st.integers(-1, 2), st.floats(), st.text(max_size=3)),
+    k=st.one_of(st.integers(-8, 8), st.booleans(), st.floats(), st.none(), st.text(max_size=2)),
+    method=st.one_of(st.sampled_from(("auto", *METHODS)), st.text(max_size=6)),
+    steps=st.one_of(st.none(), st.integers(-2, 4), st.floats(), st.booleans()),
+)
+def test_property_any_arguments_give_right_answer_or_documented_error(lower, k, method, steps):
+    A = random_symmetric((2,), 5)
+    try:
+        with torch.no_grad():
+            out = kth_eigvalsh(A, k, lower=lower, method=method, steps=steps)
+    except (TypeError, ValueError, IndexError) as err:
+        assert str(err).startswith("kth_eigvalsh: ")
+        return
+    assert isinstance(lower, bool) and isinstance(k, int) and not isinstance(k, bool)
+    assert -5 <= k < 5 and method in ("auto", *METHODS)
+    assert steps is None or (method == "inverse_iteration" and type(steps) is int and steps >= 1)
+    torch.testing.assert_close(out, torch.linalg.eigvalsh(A)[..., k])
+
+
+def test_backend_auto_rule(monkeypatch):
+    # CuPy only where torch's own batched eigh is known to loop: CUDA, n > 32, torch < 2.12.
+    from types import SimpleNamespace
+
+    def cuda_like(n):
+        return SimpleNamespace(device=torch.device("cuda", 0), shape=(4, n, n))
+
+    monkeypatch.setattr(eig, "_cupy_ok", lambda: True)
+    for version, n, expected in (
+        ("2.11.0", 40, "cupy"),
+        ("2.11.0", 32, "torch"),
+        ("2.12.0", 40, "torch"),
+        ("2.13.0+cu128", 200, "torch"),
+    ):
+        monkeypatch.setattr(torch, "__version__", version)
+        assert eig._resolve_backend("auto", cuda_like(n)) == expected, (version, n)
+    monkeypatch.setattr(torch, "__version__", "2.11.0")
+    monkeypatch.setattr(eig, "_cupy_ok", lambda: False)
+    assert eig._resolve_backend("auto", cuda_like(40)) == "torch"
+    assert eig._resolve_backend("auto", random_symmetric((), 40)) == "torch"

@@ -71,8 +71,9 @@ _CLUSTER_TOL_FACTOR = 8.0
 _SUBSET_MIN_N_VALUE = 32
 _SUBSET_MIN_N_GRAD = 16
 # torch.linalg.eigh on CUDA before torch 2.12 reaches cuSOLVER's batched solver only for
-# n <= 32 and loops over the batch above (pytorch issue 175585); from 2.12 on it is batched for
-# every n (pytorch PR 175403). Only in the first case is CuPy's batched Jacobi known to help.
+# n <= 32 and loops over the batch above (pytorch issue 175585); pytorch issue 192483 reports
+# that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
+# first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
 _TORCH_BATCHES_EVERY_N = (2, 12)
 
 
@@ -507,8 +508,9 @@ def kth_eigvalsh(
             current stream, no host synchronisation) or ``"auto"``: CuPy only for CUDA tensors
             with n > 32 under torch < 2.12, whose ``eigh`` loops over the batch there (pytorch
             issue 175585), and only when CuPy works; torch everywhere else. From torch 2.12
-            ``eigh`` is batched for every n (pytorch PR 175403) and no measurement here shows
-            CuPy ahead, so "auto" keeps torch; ask for ``"cupy"`` to avoid the host sync.
+            ``eigh`` is reported batched for every n (pytorch issue 192483, PR 175403); no
+            measurement in this package shows CuPy ahead there, so "auto" keeps torch. Ask
+            for ``"cupy"`` to avoid torch's host synchronisation.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
             ``"eigenvector"`` — q qᵀ for the solver's k-th eigenvector (the gradient wherever λ_k
             is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors whose eigenvalues lie within

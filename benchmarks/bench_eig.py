@@ -91,12 +91,19 @@ def headline(batch: int, n: int, repeats: int, k: int = -1) -> None:
     gaps[..., kk] = float("inf")
     keep = gaps.amin(-1) / w.abs().amax(-1) >= 1e-3
     ref = _torch_train(A, k)
+    # For scale: torch's own float32 gradient against the float64 one. The float32 solvers
+    # each err by ~eps/gap, so "within 1e-5 of torch" also measures torch's error.
+    ref64 = _torch_train(A.double(), k)
+    print(
+        f"gradient errors, max-abs entry over the {int(keep.sum())}/{batch} matrices with "
+        "relative gap >= 1e-3 (target: vs torch.linalg.eigh float32 <= 1e-5)"
+    )
+    print(f"  torch.linalg.eigh float32  vs float64 {float((ref - ref64)[keep].abs().max()):.2e}")
     for label, kw in (("auto", {}), ("inverse_iteration", {"method": "inverse_iteration"})):
-        err = (_train(A, k, **kw) - ref)[keep].abs().max()
-        print(
-            f"max |grad − torch.linalg.eigh grad| ({label}, {int(keep.sum())}/{batch} matrices "
-            f"with relative gap >= 1e-3): {float(err):.2e} (target <= 1e-5)"
-        )
+        G = _train(A, k, **kw)
+        err32 = float((G - ref)[keep].abs().max())
+        err64 = float((G.double() - ref64)[keep].abs().max())
+        print(f"  kth {label:22s} vs float64 {err64:.2e}   vs torch float32 {err32:.2e}")
 
 
 def _sweep_one(n: int, batch: int, repeats: int) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Zero-copy hand-off of batched symmetric eigenproblems from torch to CuPy.
+"""Hand-off of batched symmetric eigenproblems from torch to CuPy's cuSOLVER bindings.
 
 Private helper of :mod:`eigprec.eig`. Nothing here imports CuPy at module import time: the
 package must import on machines without CUDA, and CuPy's import is slow even where it works.
@@ -6,6 +6,8 @@ package must import on machines without CUDA, and CuPy's import is slow even whe
 The solver is cuSOLVER's batched Jacobi (``?syevjBatched``, what ``cupy.linalg.eigh`` uses for
 batched input), called through CuPy's bindings so that its per-matrix status stays on the
 device: a matrix on which it fails comes back as NaN, like a NaN input, with no host sync.
+The DLPack exchange in both directions shares memory; the solver overwrites its input, so it
+gets one copy of the batch.
 """
 
 from __future__ import annotations

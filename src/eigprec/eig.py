@@ -2,11 +2,12 @@
 
 ``kth_eigvalsh`` is a drop-in for ``torch.linalg.eigvalsh(A)[..., k]`` that
 
-* computes only what is asked for: the one eigenvalue when no gradient is needed, and only what
-  the backward pass needs (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"``
-  subgradient) when one is — chosen by ``method=`` (see :func:`kth_eigvalsh`);
-* can run on CuPy's batched CUDA eigensolver (zero-copy DLPack, torch's current stream, no host
-  synchronisation);
+* computes no eigenvectors when no gradient is needed, and keeps only what the backward pass
+  needs when one is (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"``
+  subgradient); ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's subset
+  driver computes just the one eigenvalue, or the one eigenpair;
+* can run on CuPy's batched CUDA eigensolver (a DLPack hand-off without a copy, torch's current
+  stream, no host synchronisation; the solver itself overwrites one copy of the batch);
 * returns, where eigenvalues collide and λ_k is not differentiable, an element of the Clarke
   subdifferential ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1} — either the solver's q qᵀ or the
   minimum-norm element U Uᵀ / r;

@@ -294,3 +294,23 @@ def test_backend_auto_rule(monkeypatch):
     monkeypatch.setattr(eig, "_cupy_ok", lambda: False)
     assert eig._resolve_backend("auto", cuda_like(40)) == "torch"
     assert eig._resolve_backend("auto", random_symmetric((), 40)) == "torch"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    exponent=st.integers(-30, 30),
+    method=st.sampled_from(FAST),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    k=st.integers(0, 5),
+)
+def test_property_gradient_is_scale_invariant(seed, exponent, method, dtype, k):
+    # λ_k(sA) = s·λ_k(A) for s > 0: the gradient does not depend on the scale, down to tiny and
+    # up to huge norms (the inverse-iteration shift once underflowed below ≈ 1e-20 in float32).
+    A = random_symmetric((4,), 6, torch.float64, seed)
+    keep = relative_gap(A, k) >= 1e-3
+    G = grad_of(A.to(dtype), k, method=method)
+    Gs = grad_of((A * 10.0**exponent).to(dtype), k, method=method)
+    assert torch.isfinite(Gs).all()
+    atol = 1e-4 if dtype == torch.float32 else 1e-8
+    torch.testing.assert_close(Gs[keep], G[keep], atol=atol, rtol=0)

@@ -143,14 +143,14 @@ def test_eig_parser_defaults_and_validation():
 
 def test_inverse_iteration_variant_is_one_pointer(monkeypatch):
     from eigprec.bench import eig as bench_eig
-    from eigprec.eig_invit import kth_eigvalsh_inverse_iteration
+    from eigprec.eig import kth_eigvalsh
 
     g = torch.Generator().manual_seed(0)
     B = torch.randn(4, 6, 6, generator=g, dtype=torch.float64)
     A = (B + B.mT).requires_grad_(True)
     bench_eig.inverse_iteration(A, -1, "torch").sum().backward()
     X = A.detach().requires_grad_(True)
-    kth_eigvalsh_inverse_iteration(X, -1, backend="torch").sum().backward()
+    kth_eigvalsh(X, -1, backend="torch", method="inverse_iteration").sum().backward()
     assert torch.equal(A.grad, X.grad)
     calls = []
 

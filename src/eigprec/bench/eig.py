@@ -19,7 +19,6 @@ listed under ``skipped``; a section that fails is recorded as its error, not los
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import sys
 import time
@@ -63,8 +62,7 @@ SUBGRADIENTS = ("eigenvector", "mean")
 def inverse_iteration(A: Tensor, k: int, backend: str) -> Tensor:
     """λ_k with the gradient from inverse iteration: the one place that names the variant.
 
-    Uses ``kth_eigvalsh(..., method="inverse_iteration")`` where ``kth_eigvalsh`` has that
-    option, else :func:`eigprec.eig_invit.kth_eigvalsh_inverse_iteration`.
+    Uses ``kth_eigvalsh(..., method="inverse_iteration")``.
 
     Args:
         A: ``(..., n, n)`` symmetric batch.
@@ -80,11 +78,7 @@ def inverse_iteration(A: Tensor, k: int, backend: str) -> Tensor:
         >>> A.grad.diagonal().round(decimals=6)
         tensor([0., 1.])
     """
-    if "method" in inspect.signature(kth_eigvalsh).parameters:
-        return kth_eigvalsh(A, k, backend=backend, method="inverse_iteration")  # type: ignore[call-arg]
-    from eigprec.eig_invit import kth_eigvalsh_inverse_iteration
-
-    return kth_eigvalsh_inverse_iteration(A, k, backend=backend)
+    return kth_eigvalsh(A, k, backend=backend, method="inverse_iteration")
 
 
 def candidates(A: Tensor, k: int, backends: Sequence[str]) -> dict[str, Callable[[], None]]:
@@ -329,11 +323,7 @@ def record(
             "warmup": 1,
             "max_repeats": max_repeats,
             "per_candidate_s": per_candidate_s,
-            "inverse_iteration": (
-                "kth_eigvalsh(method='inverse_iteration')"
-                if "method" in inspect.signature(kth_eigvalsh).parameters
-                else "eigprec.eig_invit.kth_eigvalsh_inverse_iteration"
-            ),
+            "inverse_iteration": "kth_eigvalsh(method='inverse_iteration')",
         },
         "headline": None if head is None else {**HEADLINE, **head},
         "targets": TARGETS,

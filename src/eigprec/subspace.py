@@ -82,11 +82,13 @@ def _angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     A, B = torch.linalg.qr(A).Q, torch.linalg.qr(B).Q
     if B.shape[1] > A.shape[1]:
         A, B = B, A  # angles are symmetric; (I − AAᵀ)B below needs q ≤ p
+    # [show:angles]
     cosines = torch.linalg.svdvals(A.T @ B).clamp(0.0, 1.0)  # descending
     from_cos = torch.arccos(cosines)  # ascending
     sines = torch.linalg.svdvals(B - A @ (A.T @ B)).clamp(0.0, 1.0).flip(0)  # ascending
     from_sin = torch.arcsin(sines)
     return torch.where(cosines > math.sqrt(0.5), from_sin, from_cos)
+    # [/show:angles]
 
 
 def _to_unit(angles: torch.Tensor, degrees: bool) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""Experiments and plots of the eigenbasis-degeneracy chapter."""

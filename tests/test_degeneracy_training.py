@@ -129,7 +129,7 @@ def test_training_table_and_errors():
 
 
 @pytest.mark.parametrize(
-    "module", ["kl_methods", "training", "transient", "diagnosis", "training_plots"]
+    "module", ["kl_methods", "training", "transient", "diagnosis", "training_plots", "scale"]
 )
 def test_docstring_examples_run(module):
     import matplotlib
@@ -138,3 +138,29 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module(f"eigprec.chapters.degeneracy.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
+    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+
+    monkeypatch.delenv("EIGPREC_FULL", raising=False)
+    small = {name: experiment_kwargs(name) for name in EXPERIMENTS}
+    monkeypatch.setenv("EIGPREC_FULL", "1")
+    big = {name: experiment_kwargs(name) for name in EXPERIMENTS}
+    assert len(big["training"]["seeds"]) > len(small["training"]["seeds"])
+    assert len(big["cost"]["settings"]) == 2 * len(small["cost"]["settings"])
+    assert small["cost"]["spike_step"] is None and small["cost"]["steps"] == 200
+    assert len(big["sensitivity"]["eps"]) == 9
+    # Every key is an argument of the function it is meant for.
+    import inspect
+
+    for name, fn in (
+        ("training", training_experiment),
+        ("cost", training_experiment),
+        ("transient", transient_experiment),
+        ("sensitivity", sensitivity_experiment),
+    ):
+        assert set(big[name]) <= set(inspect.signature(fn).parameters)
+    with pytest.raises(ValueError, match="experiment"):
+        experiment_kwargs("everything")

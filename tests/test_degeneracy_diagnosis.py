@@ -105,6 +105,17 @@ def test_spike_barely_moves_l_in_float64():
 def test_null_half_turn_reports_both_halves():
     turn = null_half_turn(trace("REKLS", dtype=torch.float64))
     assert turn["top half"] < 1e-3 < turn["null half"]
+
+
+def test_after_the_spike_float32_redraws_the_null_half_and_its_update_blows_up():
+    exact, single = trace("REKLS", dtype=torch.float64), trace("REKLS")
+    after = range(51, 56)
+    assert null_half_turn(exact, after)["null half"] < 0.1  # fixed by the spike in float64
+    assert null_half_turn(single, after)["null half"] > 30  # redrawn every step in float32
+    _, null = single.update_rms_halves[51].tolist()
+    exact_top, exact_null = exact.update_rms_halves[51].tolist()
+    assert null > 3 * exact_null
+    assert exact_top == pytest.approx(exact_null, rel=0.3)
     with pytest.raises(IndexError):
         null_half_turn(trace("REKLS", dtype=torch.float64), steps=[0])
 

@@ -60,6 +60,9 @@ class SpikeTrace:
             each step (from the previous step's L and Q_L; NaN where not recorded).
         approx_R: ``(steps, n)`` same for R.
         update_rms: ``(steps,)`` RMS of the step's update (parameter change / lr).
+        update_rms_halves: ``(steps, 2)`` RMS of the update in the eigenbasis it was made
+            in (Q_Lᵀ U Q_R), over the rows of L's top n directions and over the rest (L's
+            null half when m > n).
         rel_change_L: ``(steps,)`` ‖L_t − L_{t−1}‖_F/‖L_t‖_F.
         Q_L: ``(steps, m, m)`` left basis after each step (float64 copy).
         factors: ``{step: (L, R)}`` float64 copies after the steps in ``keep``.
@@ -72,6 +75,7 @@ class SpikeTrace:
     approx_L: torch.Tensor
     approx_R: torch.Tensor
     update_rms: torch.Tensor
+    update_rms_halves: torch.Tensor
     rel_change_L: torch.Tensor
     Q_L: torch.Tensor
     factors: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
@@ -123,7 +127,9 @@ def trace_spike(
     opt = build_optimizer(setting, param, lr, eps, track_diagnostics=True)
     gen = torch.Generator().manual_seed(seed)
     rec: dict[str, list[torch.Tensor]] = {k: [] for k in ("eL", "eR", "aL", "aR", "Q")}
-    rms, rel = [], []
+    rms: list[float] = []
+    rel: list[float] = []
+    halves: list[list[float]] = []
     factors: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     prev_L = None
     with _precision_context(setting):
@@ -132,8 +138,11 @@ def trace_spike(
             param.grad = (grad * spike_scale if k == spike_step else grad).to(setting.dtype)
             before = param.detach().double().clone()
             opt.step()
-            rms.append((param.detach().double() - before).square().mean().sqrt().item() / lr)
+            update = (param.detach().double() - before) / lr
+            rms.append(update.square().mean().sqrt().item())
             state = opt.state[param]
+            rotated = state["Q_L"].double().T @ update @ state["Q_R"].double()
+            halves.append([rotated[:n].square().mean().sqrt().item(), _rms(rotated[n:])])
             L = state["L"].detach().double().clone()
             R = state["R"].detach().double().clone()
             rec["eL"].append(torch.linalg.eigvalsh(L).flip(0))
@@ -157,11 +166,16 @@ def trace_spike(
         torch.stack(rec["aL"]),
         torch.stack(rec["aR"]),
         torch.tensor(rms, dtype=torch.float64),
+        torch.tensor(halves, dtype=torch.float64),
         torch.tensor(rel, dtype=torch.float64),
         torch.stack(rec["Q"]),
         factors,
         config,
     )
+
+
+def _rms(x: torch.Tensor) -> float:
+    return x.square().mean().sqrt().item() if x.numel() else math.nan
 
 
 def _check_step(trace: SpikeTrace, *steps: int) -> None:
@@ -267,7 +281,10 @@ def null_half_turn(trace: SpikeTrace, steps: Sequence[int] = range(40, 50)) -> d
 
     For each column j and step t, the angle between column j of Q_L at t and at t − 1
     (the optimizer's own ordering, which is also how Adam's second moment is carried:
-    permuted, never rotated). Mean over the steps and the columns of each half.
+    permuted, never rotated, while the first moment is rotated into the new basis). Mean
+    over the steps and the columns of each half. Before the spike the null half turns at
+    every precision (its eigenvalues are nearly equal); after it, float64's null half is
+    fixed by the spike's increment while float32's is redrawn from rounding noise.
 
     Args:
         trace: A :class:`SpikeTrace`.

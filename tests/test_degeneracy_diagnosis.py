@@ -20,8 +20,8 @@ from eigprec.chapters.degeneracy.kl_methods import (
     GramStartSOAP,
     kl_methods_floor,
 )
+from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
 from eigprec.chapters.degeneracy.training import Setting
-from eigprec.degeneracy_experiments import spike_experiment
 from eigprec.soap import SOAP
 
 SHAPE = (32, 16)
@@ -36,7 +36,7 @@ def trace(method, prec="highest", dtype=torch.float32, remedy="none"):
 
 
 def test_trace_reproduces_the_chapter_spike_experiment():
-    run = spike_experiment("REKLS", "high", shape=SHAPE, steps=56)
+    run = spike_experiment(SpikeConfig("REKLS", "high", shape=SHAPE, steps=56))
     tr = trace("REKLS", "high")
     assert torch.equal(run.eig_R, tr.eig_R)
     assert torch.equal(run.eig_L, tr.eig_L)

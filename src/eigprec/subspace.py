@@ -66,7 +66,10 @@ def _check_orthonormal(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
             f"{name} has more columns than rows ({tuple(x.shape)}); it cannot have "
             "orthonormal columns"
         )
-    tol = min(_ORTHONORMAL_FACTOR * x.shape[0] * torch.finfo(dtype).eps, _ORTHONORMAL_CAP)
+    # At least float32's slack: a float64 copy of a float32 basis (what optimizers keep) is
+    # common, and _angles re-orthonormalises, so that slack never shows as an angle.
+    eps = max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+    tol = min(_ORTHONORMAL_FACTOR * x.shape[0] * eps, _ORTHONORMAL_CAP)
     defect = (x.T @ x - torch.eye(x.shape[1], dtype=x.dtype)).abs().max().item()
     if defect > tol:
         raise ValueError(

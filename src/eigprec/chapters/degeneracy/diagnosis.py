@@ -2,7 +2,7 @@
 
 :func:`trace_spike` reruns the chapter's spike experiment (i.i.d. N(0, 1) gradients drawn
 in float32 from ``torch.Generator().manual_seed(seed)``, one of them scaled; the same
-sequence as :func:`eigprec.degeneracy_experiments.spike_experiment`) for any
+sequence as :func:`eigprec.chapters.degeneracy.spike.spike_experiment`) for any
 :class:`~eigprec.chapters.degeneracy.training.Setting`, remedies included, and keeps what
 the corrections of issue 11 need: both factors' spectra, the approximate eigenvalues, the
 bases and the size of every update. The other functions turn traces into the numbers the

@@ -57,16 +57,17 @@ class GramStartSOAP(SOAP):
 
     def _update_factors(
         self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
-    ) -> None:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if state["step"] > 0 or not self.use_kl_shampoo:
-            super()._update_factors(state, grad, beta, eps, diag)
-            return
+            return super()._update_factors(state, grad, beta, eps, diag)
         m, n = grad.shape
-        # The KL update's 1/n and 1/m, so L·R starts near the KL fixed point's scale.
-        state["L"].lerp_(self._mm(grad, grad.T) / n, 1.0 - beta)
-        state["R"].lerp_(self._mm(grad.T, grad) / m, 1.0 - beta)
         if self.track_diagnostics:
             diag["first_step"] = "gram"
+        # The KL update's 1/n and 1/m, so L·R starts near the KL fixed point's scale.
+        return (
+            state["L"].lerp(self._mm(grad, grad.T) / n, 1.0 - beta),
+            state["R"].lerp(self._mm(grad.T, grad) / m, 1.0 - beta),
+        )
 
 
 def kl_methods_floor(size: int) -> float:
@@ -123,10 +124,10 @@ class ClampedEigvalSOAP(SOAP):
 
     def _update_factors(
         self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
-    ) -> None:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         self._whitening = True
         try:
-            super()._update_factors(state, grad, beta, eps, diag)
+            return super()._update_factors(state, grad, beta, eps, diag)
         finally:
             self._whitening = False
 

@@ -28,10 +28,9 @@ from typing import Any
 import torch
 
 from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
-from eigprec.degeneracy_experiments import tf32_mode
 from eigprec.precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from eigprec.soap import SOAP
-from eigprec.tf32 import emulate_tf32
+from eigprec.tf32 import emulate_tf32, tf32_mode
 
 __all__ = [
     "REMEDIES",

@@ -8,7 +8,9 @@
 # Usage (inside the image): tools/colab_container.sh OUT_DIR NOTEBOOK...
 # Each notebook runs in an empty folder of its own (Colab's /content has no book/data);
 # the executed copy goes to OUT_DIR. Exits non-zero on the first failing cell.
+# COLAB_KERNEL names the kernel (default python3, Colab's; tests/ use a stand-in).
 set -euo pipefail
+kernel="${COLAB_KERNEL:-python3}"
 
 if [ "$#" -lt 2 ]; then
   echo "usage: $0 OUT_DIR NOTEBOOK..." >&2
@@ -24,13 +26,13 @@ for nb in "$@"; do
   fi
 done
 
-# The interpreter of Colab's `python3` kernel, the one the setup cell installs into.
-py="$(python3 -c 'from jupyter_client.kernelspec import KernelSpecManager as M; print(M().get_kernel_spec("python3").argv[0])')"
+# The interpreter of Colab's kernel, the one the setup cell installs into.
+py="$(python3 -c 'import sys; from jupyter_client.kernelspec import KernelSpecManager as M; print(M().get_kernel_spec(sys.argv[1]).argv[0])' "$kernel")"
 "$py" --version
 "$py" -c 'import torch, numpy, matplotlib; print("torch", torch.__version__, "numpy", numpy.__version__, "matplotlib", matplotlib.__version__)'
 # Without these the run would say nothing about Colab.
 "$py" -c 'import google.colab' || { echo "colab_container: google.colab is missing: not Colab's image?" >&2; exit 1; }
-python3 -m nbconvert --version >/dev/null || { echo "colab_container: nbconvert is missing from the image" >&2; exit 1; }
+python3 -c 'import nbclient, nbformat' || { echo "colab_container: nbclient is missing from the image" >&2; exit 1; }
 # Only the setup cell may provide the package.
 if "$py" -c 'import eigprec' 2>/dev/null; then
   echo "colab_container: eigprec is importable before any setup cell ran" >&2
@@ -49,9 +51,25 @@ for nb in "$@"; do
   cp "$nb" "$work/"
   echo "::group::$name"
   start=$SECONDS
-  # Per cell, generous for a CPU runner (as execute.timeout in _config.yml).
-  python3 -m nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 \
-    --ExecutePreprocessor.kernel_name=python3 --output-dir "$out" "$work/$name.ipynb"
+  # The executed copy is written even when a cell fails: it shows the traceback.
+  python3 - "$work/$name.ipynb" "$out/$name.ipynb" "$kernel" <<'PY'
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+source, dest, kernel = sys.argv[1:]
+nb = nbformat.read(source, as_version=4)
+# Per cell, generous for a CPU runner (execute.timeout in _config.yml is 600).
+client = NotebookClient(
+    nb, timeout=1800, kernel_name=kernel, resources={"metadata": {"path": str(Path(source).parent)}}
+)
+try:
+    client.execute()
+finally:
+    nbformat.write(nb, dest)
+PY
   echo "::endgroup::"
   echo "$name: every cell ran in $((SECONDS - start)) s"
 done

@@ -146,13 +146,11 @@ strip: env
 	$(BIN)/nbstripout --keep-id $(NOTEBOOKS)
 
 # External links (the weekly workflow): every link of the book followed, the chapters
-# not executed (execute_notebooks switched off in a copy of _config.yml), in a build
-# folder of its own. linkcheck_ignore in _config.yml lists sites that refuse bots.
+# not executed (execute_notebooks off in a copy of _config.yml), in a build folder of
+# its own. linkcheck_ignore in _config.yml lists sites that refuse bots.
 LINKCHECK := $(BUILD)/linkcheck
 linkcheck: env
-	@mkdir -p $(LINKCHECK)
-	sed 's/^  execute_notebooks: cache$$/  execute_notebooks: "off"/' _config.yml > $(LINKCHECK)/_config.yml
-	grep -q '^  execute_notebooks: "off"$$' $(LINKCHECK)/_config.yml
+	$(PY) tools/linkcheck_config.py _config.yml $(LINKCHECK)/_config.yml
 	$(BIN)/jupyter-book build . --builder linkcheck --config $(LINKCHECK)/_config.yml \
 	  --path-output $(LINKCHECK)
 	@echo "Report: $(LINKCHECK)/_build/html/output.txt"

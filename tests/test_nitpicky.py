@@ -16,12 +16,14 @@ def test_strict_flags_are_nitpicky():
     assert "-n" in _strict_flags()
 
 
-def test_unresolved_python_reference_fails(tmp_path):
-    page = "# Refs\n\nSee {py:func}`eigprec.no_such_function`.\n"
-    result = _build(tmp_path, "refs", page)
+@pytest.mark.parametrize(
+    "target", ["{py:func}`eigprec.no_such_function`", "{py:data}`NO_SUCH_CONSTANT`"]
+)
+def test_unresolved_python_reference_fails(tmp_path, target):
+    result = _build(tmp_path, "refs", f"# Refs\n\nSee {target}.\n")
     out = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "eigprec.no_such_function" in out
+    assert target.split("`")[1] in out
 
 
 def test_torch_numpy_and_standard_library_types_are_exempt(tmp_path):
@@ -29,7 +31,7 @@ def test_torch_numpy_and_standard_library_types_are_exempt(tmp_path):
         "# Types\n\n"
         "{py:class}`torch.Tensor`, {py:class}`torch.Generator`, {py:class}`numpy.ndarray`,\n"
         "{py:class}`matplotlib.figure.Figure`, {py:class}`collections.abc.Callable`,\n"
-        "{py:class}`~torch.dtype`.\n"
+        "{py:class}`~torch.dtype`, {py:func}`functools.wraps`, {py:class}`eigprec.book.T`.\n"
     )
     result = _build(tmp_path, "types", page)
     assert result.returncode == 0, result.stdout + result.stderr

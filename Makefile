@@ -34,6 +34,8 @@ help:
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
 	@echo "            and run every chapter as Colab would"
 	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
+	@echo "make linkcheck  follow every external link of the book (chapters not executed)"
+	@echo "make env TORCH_INDEX=...  choose where torch comes from (default: auto, see Makefile)"
 
 # Where torch comes from. pip takes `torch==X.Y.*` from requirements.txt, and on Linux
 # PyPI's wheel brings several GB of CUDA packages. TORCH_INDEX is an extra index for

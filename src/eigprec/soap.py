@@ -35,7 +35,6 @@ from eigprec.precision import matmul_precision
 
 __all__ = ["REKLS", "SOAP", "ema_first_weight"]
 
-FP32MatmulPrec = Literal["highest", "high", "medium"]
 _PRECISIONS = ("highest", "high", "medium")
 _WEIGHT_DECAY_METHODS = ("decoupled", "independent", "l2", "palm")
 _FLAGS = ("nesterov", "correct_bias", "use_eigh", "use_kl_shampoo", "track_diagnostics")
@@ -151,9 +150,9 @@ class SOAP(CheckpointedOptions, Optimizer):
         weight_decay_method: str = "decoupled",
         nesterov: bool = False,
         correct_bias: bool = True,
-        fp32_matmul_prec: FP32MatmulPrec = "high",
+        fp32_matmul_prec: Literal["highest", "high", "medium"] = "high",
         use_eigh: bool = False,
-        qr_fp32_matmul_prec: FP32MatmulPrec = "high",
+        qr_fp32_matmul_prec: Literal["highest", "high", "medium"] = "high",
         power_iter_steps: int = 1,
         max_update_rms: float = 0.0,
         use_kl_shampoo: bool = False,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -154,9 +156,9 @@ def test_other_threads_precision_block_waits_for_emulation(how):
     def emulating():
         if how == "block":
             ctx = matmul_precision("high")
-        else:
+        else:  # no block: emulate_tf32 itself holds the precision
             torch.set_float32_matmul_precision("high")
-            ctx = matmul_precision("high")
+            ctx = contextlib.nullcontext()
         with ctx, emulate_tf32():
             inside.set()
             for _ in range(20):
@@ -304,8 +306,6 @@ def test_cublas_override_env_sets_the_starting_precision(value, start):
         "print(torch.get_float32_matmul_precision(), eigprec.tf32_matmul_enabled())"
     )
     env = {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": value, "PATH": "/usr/bin:/bin"}
-    import os
-
     env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -376,7 +376,8 @@ def emulate_tf32(
 
     Not rounded: matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``,
     ``matrix @ vector``), which PyTorch keeps out of TF32 on a GPU (``NoTF32Guard`` in
-    its gemv path); reductions; other dtypes (under autocast the operands arrive
+    its gemv path) -- but ``vector @ matrix`` is a one-row GEMM in ATen and is rounded,
+    as on the GPU; reductions; other dtypes (under autocast the operands arrive
     already cast to fp16/bf16). Not covered: ``torch.compile``d code (Inductor's
     Triton kernels choose their own ``tl.dot`` input precision; compiling under this
     context traces the rounding into the graph at best) and products computed inside

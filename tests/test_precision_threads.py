@@ -169,3 +169,51 @@ def test_many_threads_each_see_their_mode_and_the_process_ends_where_it_began():
     assert not any(t.is_alive() for t in threads)
     assert wrong == []
     assert _raw() == before
+
+
+def test_two_emulating_threads_changing_precision_get_an_error_not_a_hang():
+    from eigprec import emulate_tf32
+
+    both_pinned = threading.Barrier(2)
+    outcomes = []
+
+    def worker():
+        try:
+            with emulate_tf32():
+                both_pinned.wait(5)
+                with matmul_precision("high"):
+                    time.sleep(0.05)
+            outcomes.append("ok")
+        except RuntimeError as err:
+            assert "would deadlock" in str(err)
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(outcomes) == ["ok", "refused"]
+    assert current_matmul_precision() == "highest"
+
+
+def test_entering_the_precision_first_lets_emulating_threads_share():
+    from eigprec import emulate_tf32
+
+    both_inside = threading.Barrier(2)
+    outcomes = []
+
+    def worker():
+        with matmul_precision("high"), emulate_tf32():
+            both_inside.wait(5)
+            with matmul_precision("high"):  # same mode: shared, no wait
+                outcomes.append(current_matmul_precision())
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert outcomes == ["high", "high"]
+    assert current_matmul_precision() == "highest"

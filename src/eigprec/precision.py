@@ -144,6 +144,7 @@ class _Level:
 # share the bottom level, and only when they ask for its mode.
 _LOCK = threading.Condition(threading.RLock())
 _LEVELS: list[_Level] = []
+_WAITING: set[int] = set()  # threads blocked in _acquire
 
 
 def _others_hold(me: int) -> bool:
@@ -156,6 +157,9 @@ def _acquire(mode: str | None) -> _Level:
     with _LOCK:
         while True:
             if not _others_hold(me):
+                if mode is None and _LEVELS:  # a pin changes nothing: join the top
+                    level = _LEVELS[-1]
+                    break
                 if mode is None:
                     level = _Level(current_matmul_precision(), None)
                 else:
@@ -167,9 +171,29 @@ def _acquire(mode: str | None) -> _Level:
             if len(_LEVELS) == 1 and mode in (None, bottom.mode):
                 level = bottom
                 break
-            _LOCK.wait()
+            _refuse_deadlock(me, mode)
+            _WAITING.add(me)
+            try:
+                _LOCK.wait()
+            finally:
+                _WAITING.discard(me)
         level.holders[me] = level.holders.get(me, 0) + 1
         return level
+
+
+def _refuse_deadlock(me: int, mode: str | None) -> None:
+    # This thread shares a level and wants to change it while every other holder is
+    # itself waiting to change it: nobody could ever proceed. Refuse loudly instead.
+    others = {t for level in _LEVELS for t in level.holders if t != me}
+    mine = any(me in level.holders for level in _LEVELS)
+    if mine and others <= _WAITING:
+        raise RuntimeError(
+            f"matmul_precision({mode!r}) would deadlock: this thread shares the float32 "
+            f"matmul precision {_LEVELS[0].mode!r} with {len(others)} other thread(s) "
+            "(in matmul_precision or emulate_tf32 blocks) that are themselves waiting to "
+            "change it. Torch's precision is process-wide; enter matmul_precision before "
+            "emulate_tf32, or use the same mode in all threads."
+        )
 
 
 def _release(level: _Level) -> None:
@@ -183,7 +207,7 @@ def _release(level: _Level) -> None:
             _LEVELS.remove(level)
             if level.snapshot is not None:
                 _restore(level.snapshot)
-            _LOCK.notify_all()
+        _LOCK.notify_all()  # fewer holders may be enough for a waiting thread
 
 
 @contextlib.contextmanager
@@ -244,9 +268,12 @@ def matmul_precision(mode: str) -> Iterator[None]:
     last sharing block leaves. Nested blocks in one thread change the mode freely
     (other threads wait meanwhile). An :func:`eigprec.emulate_tf32` block holds the
     precision in the same way. Hence no block restores a stale state and the process
-    returns to its original precision. A thread that waits here for another thread
-    which itself waits for this block's thread deadlocks; torch's own setters,
-    called directly, bypass the lock.
+    returns to its original precision. A block that would wait forever -- its thread
+    already shares the precision with threads that all wait to change it -- raises
+    ``RuntimeError`` instead (enter ``matmul_precision`` before ``emulate_tf32`` in
+    each thread to avoid it). Waiting on a thread that waits for this block's thread
+    by other means (a join, a queue) deadlocks; torch's own setters, called directly,
+    bypass the lock.
 
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
@@ -257,6 +284,7 @@ def matmul_precision(mode: str) -> Iterator[None]:
 
     Raises:
         ValueError: if ``mode`` is not one of the three allowed names.
+        RuntimeError: if waiting for the other threads' blocks could never end.
 
     Example:
         >>> import torch

@@ -379,20 +379,22 @@ def emulate_tf32(
     its gemv path) -- but ``vector @ matrix`` is a one-row GEMM in ATen and is rounded,
     as on the GPU; reductions; other dtypes (under autocast the operands arrive
     already cast to fp16/bf16). Not covered: ``torch.compile``d code (Inductor's
-    Triton kernels choose their own ``tl.dot`` input precision; compiling under this
-    context traces the rounding into the graph at best) and products computed inside
-    custom kernels that do not go through ATen's dispatcher. The settings are read at
-    every call, so code that switches precision inside the context is emulated
-    faithfully. Devices with real TF32 (CUDA, compute capability >= 8.0) are left to
-    the hardware unless ``force=True``. Nested contexts: the innermost one decides.
+    Triton kernels choose their own ``tl.dot`` input precision, which may round
+    differently from cuBLAS; compiling under this context is untested -- do not rely
+    on it) and products computed inside custom kernels that bypass ATen's
+    dispatcher. The settings are read at every call, so code that switches precision
+    inside the context is emulated faithfully. Devices with real TF32 (CUDA, compute
+    capability >= 8.0) are left to the hardware unless ``force=True``. Nested
+    contexts: the innermost one decides.
 
     Scope (what "inside" means): emulation covers the operators that run while the
     block is active *in the thread that entered it*, as torch's dispatch modes are
     thread-local. A backward pass started inside the block is emulated (autograd
-    carries the mode into its worker threads). A backward pass of a graph recorded
-    inside the block but run after the block has exited is not emulated -- like a
-    real GPU whose TF32 setting was switched off before ``backward()`` -- and emits a
-    :class:`BackwardAfterExitWarning` so that it cannot go unnoticed. Threads started
+    runs it under the calling thread's thread-local state). A backward pass of a
+    graph recorded inside the block but run after the block has exited is not
+    emulated -- like a real GPU whose TF32 setting was switched off before
+    ``backward()`` -- and emits a :class:`BackwardAfterExitWarning` so that it cannot
+    go unnoticed. Threads started
     inside the block are not emulated; enter ``emulate_tf32`` in each of them. While
     the block is active, other threads' :func:`eigprec.matmul_precision` blocks that
     would change the precision wait until it exits, so they cannot switch the

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from eigprec.bench._record import write_record
+from eigprec.bench._record import check_top_level, write_record
 from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
 from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.runtime import describe_runtime
@@ -298,15 +298,7 @@ def validate_record(record: Any) -> None:
         ...
         ValueError: degeneracy record: missing 'provenance'
     """
-    if not isinstance(record, dict):
-        raise ValueError(f"degeneracy record: expected a dict, got {type(record).__name__}")
-    for key, kind in _TOP.items():
-        if key not in record:
-            raise ValueError(f"degeneracy record: missing {key!r}")
-        if not isinstance(record[key], kind):
-            raise ValueError(f"degeneracy record: {key!r} should be a {kind.__name__}")
-    if record["schema"] != SCHEMA:
-        raise ValueError(f"degeneracy record: schema {record['schema']!r}, expected {SCHEMA!r}")
+    check_top_level(record, "degeneracy", SCHEMA, _TOP)
     for run in record["runs"]:
         for key in _RUN_KEYS:
             if key not in run:

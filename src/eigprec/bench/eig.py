@@ -31,6 +31,7 @@ from torch import Tensor
 
 from eigprec.bench import _record
 from eigprec.bench._cupy_status import cupy_solver_status
+from eigprec.bench._record import check_top_level
 from eigprec.eig import kth_eigvalsh
 from eigprec.runtime import describe_runtime
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
@@ -388,15 +389,7 @@ def validate_record(record: Any) -> None:
         ...
         ValueError: eig record: missing 'provenance'
     """
-    if not isinstance(record, dict):
-        raise ValueError(f"eig record: expected a dict, got {type(record).__name__}")
-    for key, kind in _TOP.items():
-        if key not in record:
-            raise ValueError(f"eig record: missing {key!r}")
-        if not isinstance(record[key], kind):
-            raise ValueError(f"eig record: {key!r} should be a {kind.__name__}")
-    if record["schema"] != SCHEMA:
-        raise ValueError(f"eig record: schema {record['schema']!r}, expected {SCHEMA!r}")
+    check_top_level(record, "eig", SCHEMA, _TOP)
     for key in _PROVENANCE:
         if key not in record["provenance"]:
             raise ValueError(f"eig record: missing provenance.{key}")

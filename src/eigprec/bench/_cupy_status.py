@@ -8,34 +8,9 @@ from typing import Any
 
 import torch
 
+from eigprec import _cupy_bridge
+
 __all__ = ["cupy_solver_status"]
-
-
-def _solve_status(a: Any, n: int, batch: int) -> tuple[Any, Any, Any]:
-    """cuSOLVER syevjBatched on a CuPy batch; returns (w, v, info) with the info array."""
-    import cupy
-    from cupy.cuda import device as cupy_device
-    from cupy_backends.cuda.libs import cublas, cusolver
-
-    single = a.dtype == cupy.float32
-    size_fn = cusolver.ssyevjBatched_bufferSize if single else cusolver.dsyevjBatched_bufferSize
-    solve = cusolver.ssyevjBatched if single else cusolver.dsyevjBatched
-    v = a.copy()  # symmetric: row-major storage is the column-major matrix cuSOLVER expects
-    w = cupy.empty((batch, n), dtype=a.dtype)
-    info = cupy.empty((batch,), dtype=cupy.int32)
-    handle = cupy_device.get_cusolver_handle()
-    jobz, uplo = cusolver.CUSOLVER_EIG_MODE_VECTOR, cublas.CUBLAS_FILL_MODE_LOWER
-    params = cusolver.createSyevjInfo()
-    try:
-        lwork = size_fn(handle, jobz, uplo, n, v.data.ptr, n, w.data.ptr, params, batch)
-        work = cupy.empty(lwork, dtype=a.dtype)
-        solve(
-            handle, jobz, uplo, n, v.data.ptr, n, w.data.ptr, work.data.ptr, lwork,
-            info.data.ptr, params, batch,
-        )  # fmt: skip
-    finally:
-        cusolver.destroySyevjInfo(params)
-    return w, v, info
 
 
 def cupy_solver_status(
@@ -60,7 +35,6 @@ def cupy_solver_status(
     Raises:
         RuntimeError: without CUDA or CuPy.
     """
-    from eigprec import _cupy_bridge
 
     if not (torch.cuda.is_available() and _cupy_bridge.cupy_available()):
         raise RuntimeError("cupy_solver_status needs a CUDA GPU and CuPy")
@@ -74,7 +48,8 @@ def cupy_solver_status(
         A = ((B + B.mT) / 2).contiguous()
         torch.cuda.synchronize()
         a = cupy.from_dlpack(A)
-        w, v, info = _solve_status(a, n, batch)
+        # The bridge's own call: the same solver the CuPy backend runs, status kept.
+        w, v, info = _cupy_bridge._syevj_batched(a, lower=True, vectors=True)
         cupy.cuda.Device().synchronize()
         info_t = torch.from_dlpack(info).cpu()
         W = torch.from_dlpack(w).double()

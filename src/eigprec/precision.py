@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eigprec._context import reusable
+
 __all__ = ["MATMUL_PRECISIONS", "current_matmul_precision", "matmul_precision"]
 
 #: The modes accepted by :func:`torch.set_float32_matmul_precision`, from the most
@@ -250,7 +252,7 @@ def current_matmul_precision() -> str:
         return "medium" if _onednn_matmul_precision() == "bf16" else "high"
 
 
-@contextlib.contextmanager
+@reusable
 def matmul_precision(mode: str) -> Iterator[None]:
     """Set torch's float32 matmul precision inside a ``with`` block, then restore it.
 

@@ -33,11 +33,12 @@ there instead, so it models the GPU, not that CPU path.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from eigprec._context import reusable
 
 from . import _tf32_dispatch
 from .precision import _effective, _pinned
@@ -349,7 +350,7 @@ def _real_tf32(device: torch.device) -> bool:
     return has_real_tf32(device)  # looked up at call time, so tests can stand in for a GPU
 
 
-@contextlib.contextmanager
+@reusable
 def emulate_tf32(
     rounding: str = "rna", force: bool = False, convolutions: bool | None = None
 ) -> Iterator[None]:

@@ -34,3 +34,26 @@ def book_config() -> dict:
 @pytest.fixture(scope="session")
 def toc() -> dict:
     return yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+
+def _precision_state() -> dict:
+    import torch
+
+    state = {"cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+    for path in ("", "cuda.matmul", "mkldnn.matmul", "mkldnn.conv", "cudnn.conv"):
+        obj = torch.backends
+        for part in filter(None, path.split(".")):
+            obj = getattr(obj, part, None)
+        if obj is not None and hasattr(obj, "fp32_precision"):
+            state[path or "fp32"] = obj.fp32_precision
+    return state
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_precision(request):
+    """Every test leaves torch's precision settings as it found them (the package promises
+    to; a test that leaked would also change the tests after it)."""
+    before = _precision_state()
+    yield
+    after = _precision_state()
+    assert after == before, f"{request.node.nodeid} leaked precision state: {before} -> {after}"

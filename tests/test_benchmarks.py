@@ -20,7 +20,12 @@ def _load(name: str):
 
 def test_bench_tf32_restores_the_precision_it_found():
     bench = _load("bench_tf32")
-    before = torch.backends.cuda.matmul.fp32_precision
+    before = (
+        torch.get_float32_matmul_precision(),
+        torch.backends.fp32_precision,
+        torch.backends.cuda.matmul.fp32_precision,
+        torch.backends.mkldnn.matmul.fp32_precision,
+    )
     torch.set_float32_matmul_precision("medium")
     try:
         found = (current_matmul_precision(), torch.backends.cuda.matmul.fp32_precision)
@@ -28,5 +33,7 @@ def test_bench_tf32_restores_the_precision_it_found():
         assert ratio > 0
         assert (current_matmul_precision(), torch.backends.cuda.matmul.fp32_precision) == found
     finally:
-        torch.set_float32_matmul_precision("highest")
-        torch.backends.cuda.matmul.fp32_precision = before
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.fp32_precision = before[1]
+        torch.backends.cuda.matmul.fp32_precision = before[2]
+        torch.backends.mkldnn.matmul.fp32_precision = before[3]

@@ -55,7 +55,12 @@ def test_restores_after_exception_and_nesting():
 
 @pytest.mark.skipif(not NEW_API, reason="fp32_precision settings exist from torch 2.9")
 def test_works_after_new_api_was_used():
-    saved = torch.backends.cuda.matmul.fp32_precision
+    saved = (
+        torch.get_float32_matmul_precision(),
+        torch.backends.fp32_precision,
+        torch.backends.cuda.matmul.fp32_precision,
+        torch.backends.mkldnn.matmul.fp32_precision,
+    )
     try:
         torch.backends.cuda.matmul.fp32_precision = "tf32"
         # torch's own legacy getter refuses to answer in this state ...
@@ -68,10 +73,11 @@ def test_works_after_new_api_was_used():
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
         assert current_matmul_precision() == "high"
     finally:
-        torch.backends.cuda.matmul.fp32_precision = saved
-        torch.set_float32_matmul_precision("highest")
-        torch.backends.cuda.matmul.fp32_precision = "none"
-        torch.backends.mkldnn.matmul.fp32_precision = "none"
+        # Exactly what was found (a suite run may start from another state than 'none').
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.fp32_precision = saved[1]
+        torch.backends.cuda.matmul.fp32_precision = saved[2]
+        torch.backends.mkldnn.matmul.fp32_precision = saved[3]
 
 
 @pytest.mark.parametrize("bad", ["HIGH", "low", "", None, 3, "tf32"])

@@ -66,6 +66,7 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
     # normal and subnormal numbers alike: a carry out of the mantissa increments the
     # exponent (the next binade, or +-inf past the largest finite value), and the sign
     # bit is never reached because finite magnitudes stay below 0x7F800000 + 0x1000.
+    # [show:bits]
     bits = x.view(torch.int32)
     if rounding == "rna":
         out = bits + _HALF_ULP
@@ -77,6 +78,7 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
         out = bits.clone()
     out.bitwise_and_(_KEEP_MASK)
     result = out.view(torch.float32)
+    # [/show:bits]
     # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
     # even -0.0). On the CPU a NaN makes the sum NaN, so one read-only reduction screens
     # for them and the select runs only when needed (also on inf + -inf, harmlessly).
@@ -158,8 +160,10 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         >>> (big.item(), small.item() == 2**-20)
         (1.0, True)
     """
+    # [show:split]
     big = round_tf32(x, "rne")
     small = round_tf32(x - big, "rne")
+    # [/show:split]
     return big, small
 
 
@@ -204,10 +208,12 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"matmul_3xtf32: inner dimensions differ, a is {tuple(a.shape)}, b is {tuple(b.shape)}"
         )
+    # [show:products]
     a_big, a_small = split_tf32(a)
     b_big, b_small = split_tf32(b)
     corrections = torch.matmul(a_big, b_small) + torch.matmul(a_small, b_big)
     return torch.matmul(a_big, b_big) + corrections
+    # [/show:products]
 
 
 def tf32_matmul_enabled() -> bool:

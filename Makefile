@@ -25,25 +25,46 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # here must empty the execution cache.
 CACHE_INPUTS := src book/data requirements.txt pyproject.toml
 
-.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish clean help
+.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish strip \
+	linkcheck clean help
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
 	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors,"
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
 	@echo "            and run every chapter as Colab would"
+	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
+	@echo "make linkcheck  follow every external link of the book (chapters not executed)"
+	@echo "make env TORCH_INDEX=...  choose where torch comes from (default: auto, see Makefile)"
+
+# Where torch comes from. pip takes `torch==X.Y.*` from requirements.txt, and on Linux
+# PyPI's wheel brings several GB of CUDA packages. TORCH_INDEX is an extra index for
+# torch (and its own dependencies, held to requirements.txt's pins) only:
+#   auto (default)  PyTorch's CPU index on Linux without a working nvidia-smi, if it
+#                   answers within 5 s; otherwise none (tools/torch_index.py says why)
+#   TORCH_INDEX=    none: torch from pip's configured index (PyPI)
+#   TORCH_INDEX=URL that index, e.g. https://download.pytorch.org/whl/cu126
+TORCH_INDEX ?= auto
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP := $(PY) -m pip install --disable-pip-version-check
 
 env: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@index='$(TORCH_INDEX)'; \
+	if [ "$$index" = auto ]; then \
+	  index="$$($(PY) tools/torch_index.py --cpu-index '$(TORCH_CPU_INDEX)')"; \
+	fi; \
+	echo "make env: torch from $${index:-the configured index} (TORCH_INDEX=... to choose)"; \
+	$(PIP) $${index:+--extra-index-url "$$index"} -c requirements.txt torch
+	$(PIP) --quiet -r requirements.txt
 	@# emerging-optimizers 0.3.0 declares Python >= 3.12 (see requirements.txt).
 	if $(PY) -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then \
-	  $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
-	    --ignore-requires-python emerging-optimizers==0.3.0; \
+	  $(PIP) --quiet --no-deps --ignore-requires-python \
+	     emerging-optimizers==0.3.0; \
 	fi
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PIP) --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (eigprec)" >/dev/null
 	@touch $@
 
@@ -76,9 +97,11 @@ unit: env
 	$(PY) -m pytest
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
+# -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;
+# nitpick_ignore_regex in _config.yml lists the types Sphinx cannot link (torch's).
 strict-book: env
 	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(BUILD)/html $(CACHE_KEY_FILE)
-	$(JB) --all -W
+	$(JB) --all -W -n
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
 
 # The built site as a reader meets it: internal links and anchors, no asset from the
@@ -106,7 +129,7 @@ publish: env
 	  if [ -d $(BUILD)/.jupyter_cache ]; then echo "execution cache is stale: emptying it"; fi; \
 	  rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees; \
 	fi
-	$(JB) -W
+	$(JB) -W -n
 	@mkdir -p $(BUILD)/.jupyter_cache; echo $(CONTENT_KEY) > $(PUBLISH_KEY_FILE)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
 
@@ -117,6 +140,29 @@ colab-check: env
 
 test: lint unit strict-book site-check colab-check
 	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"
+
+# Chapters are committed without outputs or execution counts (tests/test_book_files.py
+# fails otherwise). Cell ids are kept: nbstripout would otherwise renumber them.
+NOTEBOOKS ?= $(sort $(wildcard book/*.ipynb))
+strip: env
+	$(BIN)/nbstripout --keep-id $(NOTEBOOKS)
+
+# External links (the weekly workflow): every link of the book followed, the chapters
+# not executed (execute_notebooks off in a copy of _config.yml), in a build folder of
+# its own. linkcheck_ignore in _config.yml lists sites that refuse bots.
+LINKCHECK := $(BUILD)/linkcheck
+linkcheck: env
+	$(PY) tools/linkcheck_config.py _config.yml $(LINKCHECK)/_config.yml
+	$(BIN)/jupyter-book build . --builder linkcheck --config $(LINKCHECK)/_config.yml \
+	  --path-output $(LINKCHECK)
+	@echo "Report: $(LINKCHECK)/_build/html/output.txt"
+
+# On an offline NVIDIA machine: everything GPU-only, into $$OUT or $(BUILD)/gpu-record
+# (README, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
+# machine's torch and CuPy. Options: make gpu-record GPU_RECORD_ARGS="--steps eig".
+.PHONY: gpu-record
+gpu-record:
+	PYTHON=$(PYTHON) bash tools/gpu_record.sh $(GPU_RECORD_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import json
+
 import pytest
 import torch
 
-from eigprec.bench.cli import COMMANDS, main
+from eigprec.bench.cli import COMMANDS, build_parser, main
 from eigprec.timing import time_side_by_side
 
 
@@ -34,45 +37,148 @@ def test_time_side_by_side_validates_and_measures():
     assert calls == ["a", "b"] * 3 and set(t) == {"a", "b"}
 
 
-def test_eig_record_and_report_assembly_with_cpu_stand_ins(tmp_path, monkeypatch, capsys):
-    # No GPU here: run the recorder's bookkeeping with the experiments redirected to the CPU,
-    # so that the JSON layout and the printed report are exercised before a GPU run needs them.
-    import json
-
-    from eigprec import _cupy_bridge
+@pytest.fixture(scope="module")
+def cpu_record():
+    # No GPU here: the recorder's whole bookkeeping on the CPU, with tiny sizes, so the JSON
+    # layout, the derived ratios and the report are exercised before a GPU run needs them.
     from eigprec.bench import eig as bench_eig
-    from eigprec.chapters.clarke import speed as ce
 
-    def on_cpu(fn, **shrink):
-        def wrapped(*args, **kw):
-            kw.update(device="cpu", backend="torch", **shrink)
-            return fn(*args, **kw)
-
-        return wrapped
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(_cupy_bridge, "cupy_available", lambda: True)
-    monkeypatch.setattr(bench_eig, "provenance", lambda: {"gpu": "stand-in"})
-    monkeypatch.setattr(ce, "timing_sweep", on_cpu(ce.timing_sweep, batches=(4,), sizes=(5,)))
-    monkeypatch.setattr(
-        ce, "inverse_iteration_tradeoff", on_cpu(ce.inverse_iteration_tradeoff, batch=8, n=6, k=2)
+    return bench_eig.record(
+        device="cpu", sizes=(5, 100), batches=(3, 500), max_repeats=2, per_candidate_s=0.01
     )
-    monkeypatch.setattr(
-        ce,
-        "stream_race_demo",
-        lambda: {"trials": 1, "batch": 1, "n": 1, "naive_wrong": 0, "bridge_wrong": 0},
-    )
-    out = tmp_path / "eig_gpu.json"
-    assert main(["eig", "--out", str(out), "--repeats", "1"]) == 0
-    rec = json.loads(out.read_text())
-    assert set(rec) == {
-        "provenance",
-        "headline",
-        "targets",
-        "sweep",
-        "stream_race",
-        "inverse_iteration",
+
+
+def test_eig_record_on_cpu_has_the_schema_and_says_what_it_skipped(cpu_record):
+    from eigprec.bench import eig as bench_eig
+
+    rec = cpu_record
+    bench_eig.validate_record(rec)
+    assert rec["settings"]["backends"] == ["torch"] and rec["provenance"]["device"] == "cpu"
+    assert (rec["grid"][0]["n"], rec["grid"][0]["batch"]) == (100, 500)  # headline first
+    assert len(rec["grid"]) == 4 and rec["headline"]["forward_speedup"] > 0
+    row = rec["grid"][0]
+    assert set(row["train_over_forward"]) == {
+        "torch/eigenvector",
+        "torch/mean",
+        "torch/inverse_iteration",
     }
-    assert rec["headline"]["forward_speedup"] > 0
+    for key, ratio in row["train_over_forward"].items():
+        sub = key.split("/")[1]
+        name = (
+            "invit[torch]+backward" if sub == "inverse_iteration" else f"kth[torch]+backward[{sub}]"
+        )
+        assert ratio == pytest.approx(row["seconds"][name] / row["seconds"]["kth[torch]"])
+    whats = " ".join(s["what"] for s in rec["skipped"])
+    assert "cupy" in whats and "stream race" in whats
+    assert rec["stream_race"] is None and rec["cupy_solver_status"] is None
+    assert [(s["n"], s["batch"]) for s in rec["sweep"]] == [(5, 3), (100, 3), (5, 500), (100, 500)]
+    assert sum(b["count"] for b in rec["inverse_iteration"]["bins"]) == 500
+    json.dumps(rec, allow_nan=False)  # strict JSON, as write_record demands
+
+
+def test_eig_validate_record_rejects(cpu_record):
+    from eigprec.bench import eig as bench_eig
+
+    bad = copy.deepcopy(cpu_record)
+    del bad["grid"][0]["seconds"]["torch.eigvalsh"]
+    with pytest.raises(ValueError, match="lacks candidates"):
+        bench_eig.validate_record(bad)
+    bad = copy.deepcopy(cpu_record)
+    bad["grid"][0]["seconds"]["torch.eigvalsh"] = 0.0
+    with pytest.raises(ValueError, match="not a positive number"):
+        bench_eig.validate_record(bad)
+    bad = copy.deepcopy(cpu_record)
+    bad["skipped"].append({"what": "x"})
+    with pytest.raises(ValueError, match="'what' and 'why'"):
+        bench_eig.validate_record(bad)
+    no_cupy = {k: v for k, v in cpu_record["provenance"].items() if k != "cupy"}
+    with pytest.raises(ValueError, match=r"missing provenance\.cupy"):
+        bench_eig.validate_record({**cpu_record, "provenance": no_cupy})
+
+
+def test_eig_report_prints_the_goals(cpu_record, capsys):
+    from eigprec.bench import eig as bench_eig
+
+    bench_eig.report(cpu_record)
     text = capsys.readouterr().out
-    assert "speed-up" in text and "stream race" in text and "wrote" in text
+    assert "forward speed-up vs torch.linalg.eigvalsh [torch]" in text
+    assert "fwd+bwd / fwd [torch/inverse_iteration]" in text and "skipped" in text
+
+
+def test_eig_grid_stops_at_the_deadline():
+    from eigprec.bench import eig as bench_eig
+
+    rows, skipped = bench_eig.measure_grid(
+        [(4, 2), (5, 2)], ["torch"], device="cpu", max_repeats=1, budget_s=0.01, deadline=0.0
+    )
+    assert rows == [] and [s["what"] for s in skipped] == ["n=4, batch=2", "n=5, batch=2"]
+
+
+def test_eig_grid_leaves_out_what_would_overrun():
+    import time
+
+    from eigprec.bench import eig as bench_eig
+
+    t0 = time.monotonic()
+    rows, skipped = bench_eig.measure_grid(
+        [(4, 2), (4, 10**7)], ["torch"], device="cpu", max_repeats=1, budget_s=0.01,
+        deadline=time.monotonic() + 60,
+    )  # fmt: skip
+    assert [(r["n"], r["batch"]) for r in rows] == [(4, 2)]
+    assert skipped[0]["what"] == "n=4, batch=10000000" and "would not fit" in skipped[0]["why"]
+    assert time.monotonic() - t0 < 30
+
+
+def test_eig_parser_defaults_and_validation():
+    from eigprec.bench import eig as bench_eig
+
+    args = build_parser().parse_args(["eig", "--out", "x.json"])
+    assert tuple(args.sizes) == bench_eig.SIZES == (16, 32, 33, 45, 64, 100)
+    assert tuple(args.batches) == bench_eig.BATCHES == (100, 500, 2000)
+    assert build_parser().parse_args(["eig", "--out", "x", "--sizes", "8,9"]).sizes == [8, 9]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["eig", "--out", "x", "--sizes", "0,9"])
+    assert main(["eig", "--out", "x.json", "--repeats", "0"]) == 2
+
+
+def test_inverse_iteration_variant_is_one_pointer(monkeypatch):
+    from eigprec.bench import eig as bench_eig
+    from eigprec.eig import kth_eigvalsh
+
+    g = torch.Generator().manual_seed(0)
+    B = torch.randn(4, 6, 6, generator=g, dtype=torch.float64)
+    A = (B + B.mT).requires_grad_(True)
+    bench_eig.inverse_iteration(A, -1, "torch").sum().backward()
+    X = A.detach().requires_grad_(True)
+    kth_eigvalsh(X, -1, backend="torch", method="inverse_iteration").sum().backward()
+    assert torch.equal(A.grad, X.grad)
+    calls = []
+
+    def with_method(A, k, *, backend="auto", method="exact"):
+        calls.append(method)
+        return A.sum()
+
+    monkeypatch.setattr(bench_eig, "kth_eigvalsh", with_method)
+    bench_eig.inverse_iteration(torch.eye(2), -1, "torch")
+    assert calls == ["inverse_iteration"]
+
+
+def test_time_interleaved_fits_repeats_to_the_budget():
+    from eigprec.timing import time_interleaved
+
+    cost = {"slow": 2.0, "fast": 0.01}
+    calls = {"slow": 0, "fast": 0}
+    fns = {name: (lambda name=name: calls.__setitem__(name, calls[name] + 1)) for name in cost}
+
+    def clock(fn):  # a fake clock: each candidate takes its fixed time
+        fn()
+        return cost[next(n for n in cost if fns[n] is fn)]
+
+    t = time_interleaved(fns, clock=clock, warmup=2, max_repeats=7, budget_s=1.0)
+    assert t["slow"] == {"seconds": 2.0, "repeats": 1}
+    assert t["fast"] == {"seconds": 0.01, "repeats": 7}
+    assert calls == {"slow": 3, "fast": 9}  # 2 warm-up calls each, then the timed ones
+    with pytest.raises(ValueError):
+        time_interleaved({}, clock=clock)
+    with pytest.raises(ValueError):
+        time_interleaved(fns, clock=clock, budget_s=0)

@@ -110,3 +110,54 @@ def test_importing_the_package_does_not_import_cupy():
 
     code = "import sys, eigprec; sys.exit('cupy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+_TF32_VARS = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
+
+
+def test_no_tf32_environment_row_when_unset(monkeypatch):
+    for name in _TF32_VARS:
+        monkeypatch.delenv(name, raising=False)
+    info = describe_runtime()
+    assert info.tf32_env_overrides == ()
+    assert "TF32 environment" not in str(info)
+    assert "TF32 environment" not in info._repr_html_()
+
+
+def test_reports_cublas_override(monkeypatch):
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    info = describe_runtime()
+    assert info.tf32_env_overrides == (("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1"),)
+    for rendered in (str(info), info._repr_html_()):
+        assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in rendered
+        assert "starts at" in rendered
+
+
+def test_reports_nvidia_override_and_its_effect_on_real_tf32(monkeypatch):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "0")
+    _fake_cuda(monkeypatch, "NVIDIA A100-SXM4-80GB", (8, 0))
+    info = describe_runtime()
+    assert dict(info.tf32_env_overrides) == {
+        "NVIDIA_TF32_OVERRIDE": "0",
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "0",
+    }
+    assert info.tf32_label.startswith("off (NVIDIA_TF32_OVERRIDE=0")
+    text = str(info)
+    assert "NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN never use TF32)" in text
+    assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=0" in text
+    assert "NVIDIA_TF32_OVERRIDE=0" in info._repr_html_()
+
+
+def test_reports_the_precision_that_runs_after_mixed_api_use():
+    saved = torch.backends.cuda.matmul.fp32_precision
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        with matmul_precision("medium"):
+            pass
+        assert describe_runtime().matmul_precision == "high"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.fp32_precision = saved
+        torch.backends.mkldnn.matmul.fp32_precision = "none"

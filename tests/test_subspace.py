@@ -248,3 +248,140 @@ def test_docstring_examples():
     import eigprec.subspace
 
     assert doctest.testmod(eigprec.subspace).failed == 0
+
+
+# -- reliability (issue 12) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [0.0, 5e-324, 1e-300])
+def test_a_zero_scale_spectrum_is_one_cluster(scale):
+    lam = torch.full((5,), scale, dtype=torch.float64)
+    assert eigenvalue_clusters(lam, 0.01) == [(0, 5)]
+    # Exactly equal eigenvalues are never split, whatever rel_gap · scale rounds to.
+    assert eigenvalue_clusters(torch.tensor([1.0, 1.0, 0.0, 0.0]), 1e-320) == [(0, 2), (2, 4)]
+    Q = _orthonormal(5, 5, 3)
+    clusters = cluster_angles(Q, Q @ _rotation(5, 3), lam, rel_gap=0.01)
+    assert len(clusters) == 1 and clusters[0].gap == math.inf
+    assert clusters[0].angle == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_identical_directions_give_zero_angle(dtype):
+    # Columns orthonormal only to the rounding of their dtype: the slack is not an angle.
+    Q = _orthonormal(40, 6, 11).to(dtype)
+    assert principal_angles(Q, Q).abs().max().item() < 1e-12
+    assert subspace_angle(Q, Q, 6) < 1e-12
+    flipped = Q * torch.tensor([1.0, -1, 1, -1, 1, -1], dtype=dtype)
+    assert principal_angles(Q, flipped).abs().max().item() < 1e-12
+
+
+def test_columns_far_from_orthonormal_for_their_dtype_are_refused():
+    Q = _orthonormal(10, 3, 12)
+    with pytest.raises(ValueError, match="orthonormal"):
+        principal_angles(Q * (1 + 1e-3), Q)  # was accepted up to 1e-3 before
+    Q32 = Q.to(torch.float32)
+    with pytest.raises(ValueError, match="orthonormal"):
+        principal_angles(Q32 * (1 + 1e-3), Q32)
+    principal_angles(Q32 * (1 + 1e-6), Q32)  # a few float32 ulps are rounding, not misuse
+
+
+def test_orthonormal_slack_is_not_reported_as_an_angle():
+    # Same spans inside each cluster (columns swapped and negated): exactly 0, although the
+    # float32 columns are orthonormal only to about 1e-7.
+    Q32 = _orthonormal(30, 4, 13, dtype=torch.float32)
+    same = Q32[:, [1, 0, 2, 3]] * torch.tensor([-1.0, 1.0, 1.0, -1.0])
+    c = cluster_angles(Q32, same, torch.tensor([4.0, 4.0, 2.0, 1.0]), rel_gap=0.1)
+    assert [x.angle for x in c] == pytest.approx([0.0, 0.0, 0.0], abs=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (1, 5)])
+def test_top1_angle_refuses_one_row_matrices(shape):
+    a = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="one row"):
+        top1_angle(a, a.flip(-1))
+    assert top1_angle(torch.tensor([[2.0]]), torch.tensor([[-3.0]])) == 0.0  # (1, 1) is a line
+
+
+@pytest.mark.parametrize(
+    ("A", "error", "match"),
+    [
+        ([[1.0, 0.0], [0.0, 1.0]], TypeError, "torch.Tensor"),
+        (torch.ones(2, 2, 2), ValueError, "vector or a matrix"),
+    ],
+)
+def test_subspace_angle_bad_input_is_named(A, error, match):
+    with pytest.raises(error, match=match):
+        subspace_angle(A, torch.eye(2), 1)
+
+
+def test_subspace_angle_takes_a_vector_as_one_column():
+    e = torch.eye(3, dtype=torch.float64)
+    assert subspace_angle(e[:, 0], e[:, :2], 1) == 0.0
+    with pytest.raises(ValueError, match="fewer than k"):
+        subspace_angle(e[:, 0], e, 2)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: principal_angles(torch.eye(2), torch.eye(2), degrees="no"),
+        lambda: subspace_angle(torch.eye(2), torch.eye(2), 1, degrees="no"),
+        lambda: top1_angle(torch.ones(2), torch.ones(2), degrees=1),
+        lambda: cluster_angles(torch.eye(2), torch.eye(2), torch.tensor([2.0, 1.0]), 0.1, None),
+        lambda: davis_kahan_bound(0.1, 1.0, degrees="False"),
+    ],
+)
+def test_degrees_must_be_a_bool(call):
+    with pytest.raises(TypeError, match="degrees"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: eigenvalue_clusters(torch.tensor([1.0, 0.0]), True), "rel_gap"),
+        (lambda: eigenvalue_clusters(torch.tensor([1.0, 0.0]), "0.1"), "rel_gap"),
+        (lambda: subspace_angle(torch.eye(2), torch.eye(2), True), "k"),
+        (lambda: subspace_angle(torch.eye(2), torch.eye(2), 1.0), "k"),
+        (lambda: davis_kahan_bound(True, 1.0), "perturbation_norm"),
+        (lambda: davis_kahan_bound(0.1, True), "gap"),
+        (lambda: davis_kahan_bound(torch.tensor(0.1), 1.0), "perturbation_norm"),
+    ],
+)
+def test_non_numbers_raise_type_error(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_numpy_scalars_are_numbers():
+    np = pytest.importorskip("numpy")
+    lam = torch.tensor([10.0, 9.99, 5.0])
+    assert eigenvalue_clusters(lam, np.float32(0.01)) == eigenvalue_clusters(lam, 0.01)
+    Q = _orthonormal(5, 3, 1)
+    assert subspace_angle(Q, Q, np.int64(2)) == subspace_angle(Q, Q, 2)
+    assert davis_kahan_bound(np.float64(0.1), np.float32(1.1)) == davis_kahan_bound(
+        0.1, float(np.float32(1.1))
+    )
+    assert cluster_angles(Q, Q, lam, np.float64(0.01)) == cluster_angles(Q, Q, lam, 0.01)
+
+
+@pytest.mark.parametrize("scale", [1e300, 8e307, 1e-310, 5e-324])
+def test_top1_angle_of_huge_and_subnormal_vectors(scale):
+    # Found by tests/test_api_properties.py: ‖a‖ overflowed to inf (reporting 90°) or
+    # underflowed to 0 (refusing a non-zero vector as a "zero vector").
+    a = torch.tensor([1.0, 0.0], dtype=torch.float64) * scale
+    b = torch.tensor([1.0, 1.0], dtype=torch.float64) * scale
+    assert top1_angle(a, b) == pytest.approx(45.0, rel=1e-12)
+    assert top1_angle(a, torch.tensor([3.0, 0.0])) == 0.0
+
+
+def test_a_float64_copy_of_a_float32_basis_is_accepted_and_its_slack_is_no_angle():
+    # Optimizers keep float32 bases; a reader compares float64 copies of them. Their
+    # float32-level defect is rounding, not geometry: accepted, and re-orthonormalised away.
+    g = torch.Generator().manual_seed(0)
+    Q32 = torch.linalg.qr(torch.randn(64, 64, generator=g)).Q
+    Q = Q32.double()
+    assert (Q.T @ Q - torch.eye(64, dtype=torch.float64)).abs().max() > 1e-9
+    assert principal_angles(Q[:, :8], Q[:, :8]).max() < 1e-6
+    with pytest.raises(ValueError, match="orthonormal"):
+        principal_angles(Q[:, :8] * 1.001, Q[:, :8])

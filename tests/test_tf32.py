@@ -283,7 +283,7 @@ def test_error_bounds(v):
 def test_split_parts_are_tf32_and_close(v):
     big, small = split_tf32(torch.tensor([v]))
     assert ((bits_of(big) | bits_of(small)) & 0x1FFF == 0).all()
-    assert abs(big.double().item() + small.double().item() - v) <= abs(v) * 2.0**-22
+    assert abs(big.double().item() + small.double().item() - v) <= abs(v) * 2.0**-23
 
 
 def test_3xtf32_close_to_fp32_and_tf32_far(precision):

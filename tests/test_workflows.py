@@ -76,6 +76,18 @@ def test_triggers(book):
     assert book["permissions"] == {"contents": "read"}
 
 
+def _run_step(step: dict, tmp_path, env: dict, path: str = "/usr/bin:/bin"):
+    """Run a step's script as Actions would; its outputs as a dict, and the process."""
+    out = tmp_path / "github_output"
+    out.write_text("")
+    env = {"PATH": path, "GITHUB_OUTPUT": str(out), **env}
+    proc = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True
+    )
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    return outputs, proc
+
+
 def _pick_runner(book, tmp_path, gpu_runner: str, trusted: str) -> str:
     """Run the runner job's script as Actions would and return the labels it outputs."""
     step = book["jobs"]["runner"]["steps"][0]
@@ -122,10 +134,162 @@ def test_build_executes_at_full_scale_on_python_312_with_the_gpu_extra(book):
     assert upload["with"]["path"] == "_build/html"
 
 
-def test_publish_target_is_strict():
+def test_a_gpu_runner_without_a_gpu_fails_instead_of_publishing_emulated_pages(book, tmp_path):
+    runner = book["jobs"]["runner"]["steps"][0]
+    for gpu_runner, trusted, required in [
+        ("gpu-a100", "true", "true"),
+        ("", "true", "false"),
+        ("gpu-a100", "false", "false"),  # a fork's PR builds on ubuntu-latest: emulated is fine
+    ]:
+        env = {"GPU_RUNNER": gpu_runner, "TRUSTED": trusted}
+        outputs, proc = _run_step(runner, tmp_path, env)
+        assert proc.returncode == 0, proc.stderr
+        assert outputs["gpu-required"] == required, (gpu_runner, trusted)
+    jobs = book["jobs"]
+    assert "gpu-required" in jobs["runner"]["outputs"]
+    gpu = next(s for s in jobs["build"]["steps"] if s.get("id") == "gpu")
+    assert gpu["env"]["GPU_REQUIRED"] == "${{ needs.runner.outputs.gpu-required }}"
+    # No nvidia-smi on PATH: a loud error where the GPU runner was asked for.
+    outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "true"})
+    assert proc.returncode != 0
+    assert "::error::" in proc.stdout and "GPU_RUNNER" in proc.stdout
+    assert "present" not in outputs
+    outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "false"})
+    assert proc.returncode == 0, proc.stderr
+    assert outputs == {"present": "false", "device": "cpu"}
+    # A GPU present: built on it, whichever runner.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text(
+        "#!/bin/sh\nif [ $# -gt 0 ]; then echo 'NVIDIA A100-SXM4-40GB, 8.0'; fi\n"
+    )
+    (fake / "nvidia-smi").chmod(0o755)
+    outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "true"}, f"{fake}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert outputs == {"present": "true", "device": "NVIDIA_A100-SXM4-40GB__8.0"}
+
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def test_torch_cpu_build_without_a_gpu(book, tmp_path):
+    build = book["jobs"]["build"]["steps"]
+    install = next(s for s in build if s.get("run") == "make env PYTHON=python")
+    # present != 'true' first: `cond && '' || x` would always give x.
+    expr = install["env"]["TORCH_INDEX"]
+    assert expr == (f"${{{{ steps.gpu.outputs.present != 'true' && '{CPU_INDEX}' || '' }}}}")
+    check = next(s for s in build if "torch.version.cuda" in s.get("run", ""))
+    assert check["env"]["GPU_PRESENT"] == "${{ steps.gpu.outputs.present }}"
+    assert build.index(check) == build.index(install) + 1
+    ci = _workflow("ci.yml")["jobs"]["test"]
+    assert ci["env"]["TORCH_INDEX"] == CPU_INDEX
+    assert any("assert torch.version.cuda is None" in s.get("run", "") for s in ci["steps"])
+
+
+def _workflow(name: str) -> dict:
+    data = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    data["on"] = data.pop(True)
+    return data
+
+
+def test_superseded_pull_request_runs_are_cancelled():
+    for name in ("ci.yml", "book.yml"):
+        concurrency = _workflow(name)["concurrency"]
+        assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+        assert "github.ref" in concurrency["group"] or "pull_request.number" in concurrency["group"]
+
+
+REPORTS = {"_build/html/reports", "_build/screenshots", "_build/browser-check.json"}
+
+
+@pytest.mark.parametrize(("name", "job"), [("ci.yml", "test"), ("book.yml", "build")])
+def test_a_failed_build_uploads_its_reports(name, job):
+    steps = _workflow(name)["jobs"][job]["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["if"] == "failure()"
+    assert set(upload["with"]["path"].split()) == REPORTS
+    # Before upload-pages-artifact, whose step a failure skips anyway.
+    assert steps.index(upload) == len(steps) - 1 or "upload-pages-artifact" in str(
+        steps[steps.index(upload) + 1]
+    )
+
+
+def test_actions_are_on_a_major_tag_and_dependabot_keeps_them_current():
+    used = set()
+    for wf in WORKFLOWS:
+        for job in yaml.safe_load(wf.read_text())["jobs"].values():
+            for step in job.get("steps", []):
+                if "uses" in step:
+                    action, _, ref = step["uses"].partition("@")
+                    assert re.fullmatch(r"v\d+", ref), f"{wf.name}: {step['uses']}"
+                    used.add(action)
+    assert used <= {
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/cache",
+        "actions/upload-artifact",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    }, used
+    dependabot = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    (update,) = dependabot["updates"]
+    assert update["package-ecosystem"] == "github-actions"
+    assert update["directory"] == "/"
+    assert update["schedule"]["interval"] == "weekly"
+
+
+@pytest.fixture(scope="module")
+def weekly() -> dict:
+    return _workflow("weekly.yml")
+
+
+def test_weekly_runs_on_a_schedule_and_by_hand(weekly):
+    assert set(weekly["on"]) == {"schedule", "workflow_dispatch"}
+    (cron,) = weekly["on"]["schedule"]
+    assert len(cron["cron"].split()) == 5 and cron["cron"].split()[4] != "*"  # one day a week
+    assert weekly["permissions"] == {"contents": "read"}
+
+
+def test_colab_job_runs_every_chapter_in_colabs_image_unchanged(weekly, tmp_path):
+    job = weekly["jobs"]["colab"]
+    assert job["env"]["COLAB_IMAGE"] == "us-docker.pkg.dev/colab-images/public/runtime"
+    run = next(s["run"] for s in job["steps"] if "docker run" in s.get("run", ""))
+    assert '"$COLAB_IMAGE" /book/tools/colab_container.sh /out' in run
+    assert "for nb in book/*.ipynb" in run
+    assert "docker pull" in _steps(job)
+    # The notebooks go in as committed: nothing rewrites them on the way.
+    assert "sed" not in run and "colab_check" not in run
+    # The loop hands every chapter to the container, as paths inside it.
+    script = run.split("# Writable")[0]
+    out = subprocess.run(
+        ["bash", "-c", script + 'printf "%s\\n" "${notebooks[@]}"'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    chapters = sorted(f"/book/book/{p.name}" for p in (ROOT / "book").glob("*.ipynb"))
+    assert out.stdout.split() == chapters and len(chapters) >= 3
+    upload = next(s for s in job["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "_build/colab-container"
+
+
+def test_linkcheck_job(weekly):
+    job = weekly["jobs"]["linkcheck"]
+    steps = _steps(job)
+    assert "make linkcheck" in steps
+    assert job["env"]["TORCH_INDEX"] == CPU_INDEX
+    upload = next(s for s in job["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "failure()"
+    assert upload["with"]["path"].startswith("_build/linkcheck/")
+
+
+@pytest.mark.parametrize("target", ["strict-book", "publish"])
+def test_strict_builds_are_strict_and_nitpicky(target):
     makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile.split("\npublish:")[1].split("\n\n")[0]
-    assert "$(JB) -W" in recipe
+    recipe = makefile.split(f"\n{target}:")[1].split("\n\n")[0]
+    (line,) = [x for x in recipe.splitlines() if x.startswith("\t$(JB)")]
+    assert {"-W", "-n"} <= set(line.split()[1:])
     assert re.search(r"^JB := .* --keep-going$", makefile, re.M)
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from page_layout import LayoutBudget, layout_problems, layout_summary, measure_layout
+from page_layout import SETTLE_JS, LayoutBudget, layout_problems, layout_summary, measure_layout
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = (
@@ -77,17 +77,12 @@ RAW_MATH = re.compile(
 
 # Runs in the page once it has loaded: waits for MathJax and every image, then
 # reports what a reader would see. Code is excluded from the raw-math search.
-INSPECT_JS = r"""
+INSPECT_JS = (
+    r"""
 (async () => {
-  const timeout = (ms) => new Promise((r) => setTimeout(r, ms));
-  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
-    await Promise.race([window.MathJax.startup.promise, timeout(15000)]);
-  }
-  const imgs = [...document.images];
-  imgs.forEach((img) => { img.loading = "eager"; });
-  await Promise.race([
-    Promise.all(imgs.map((img) => img.decode().catch(() => null))), timeout(15000)]);
-  const broken = imgs.filter((img) => !(img.complete && img.naturalWidth > 0))
+"""
+    + SETTLE_JS
+    + r"""  const broken = imgs.filter((img) => !(img.complete && img.naturalWidth > 0))
                      .map((img) => img.getAttribute("src") || "(no src)");
   const skip = "pre, code, script, style, textarea, kbd, mjx-container, .MathJax";
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -116,6 +111,7 @@ INSPECT_JS = r"""
   };
 })()
 """
+)
 
 
 @dataclass

@@ -51,8 +51,9 @@ from typing import Any
 # Sub-pixel rounding of boxes and scroll widths stays below this.
 TOLERANCE_PX = 1
 
-LAYOUT_JS = r"""
-(async () => {
+# Waits, inside an async function, for MathJax and every image (at most 15 s each); both
+# in-page scripts (this one and check_browser's INSPECT_JS) start with it.
+SETTLE_JS = r"""
   const timeout = (ms) => new Promise((r) => setTimeout(r, ms));
   if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
     await Promise.race([window.MathJax.startup.promise, timeout(15000)]);
@@ -61,7 +62,14 @@ LAYOUT_JS = r"""
   imgs.forEach((img) => { img.loading = "eager"; });
   await Promise.race([
     Promise.all(imgs.map((img) => img.decode().catch(() => null))), timeout(15000)]);
-  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+"""
+
+LAYOUT_JS = (
+    r"""
+(async () => {
+"""
+    + SETTLE_JS
+    + r"""  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 
   const TOL = __TOLERANCE__;
   const article = document.querySelector("article.bd-article")
@@ -154,6 +162,7 @@ LAYOUT_JS = r"""
   };
 })()
 """.replace("__TOLERANCE__", str(TOLERANCE_PX))
+)
 
 
 def measure_layout(client: Any, url: str, width: int, timeout: float) -> dict:

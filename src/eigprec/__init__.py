@@ -22,6 +22,7 @@ from .subspace import (
     top1_angle,
 )
 from .tf32 import (
+    BackwardAfterExitWarning,
     emulate_tf32,
     has_real_tf32,
     is_tf32_capability,
@@ -39,6 +40,7 @@ __all__ = [
     "SOAP",
     "AuditRecord",
     "AuditReport",
+    "BackwardAfterExitWarning",
     "ClusterAngle",
     "RuntimeInfo",
     "cluster_angles",

@@ -24,7 +24,10 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
-from eigprec.tf32 import _GEMMS, _ieee_cpu_matmul, _round_bits, has_real_tf32
+from eigprec._tf32_dispatch import CONVS as _CONVS
+from eigprec._tf32_dispatch import GEMMS as _GEMMS
+from eigprec._tf32_dispatch import _ieee_cpu
+from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
 
@@ -32,10 +35,6 @@ _aten = torch.ops.aten
 # measured through their functional twin, on the inputs as they were before the call).
 _FUNCTIONAL: dict[Any, Any] = {
     packet: getattr(_aten, packet.__name__.rstrip("_")) for packet in _GEMMS
-}
-_CONVS: dict[Any, tuple[int, ...]] = {
-    _aten.convolution: (0, 1),
-    _aten.convolution_backward: (0, 1, 2),
 }
 _FUNCTIONAL.update({packet: packet for packet in _CONVS})
 _OPERANDS: dict[Any, tuple[int, ...]] = {**_GEMMS, **_CONVS}
@@ -298,7 +297,7 @@ class AuditMode(TorchDispatchMode):
                     _round_bits(a.detach(), s.rounding) if i in operands else a
                     for i, a in enumerate(args)
                 )
-                with _ieee_cpu_matmul(args[operands[0]]):
+                with _ieee_cpu(args[operands[0]], "matmul" if kind == "matmul" else "conv"):
                     side["tf32"] = fn(*rounded, **kw)
                     if _get_current_dispatch_mode_stack() or _cpu_reduced(device):
                         # Other modes (an emulator, say) or oneDNN's reduced precision may

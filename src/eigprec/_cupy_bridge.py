@@ -1,7 +1,13 @@
-"""Zero-copy hand-off of batched symmetric eigenproblems from torch to CuPy.
+"""Hand-off of batched symmetric eigenproblems from torch to CuPy's cuSOLVER bindings.
 
 Private helper of :mod:`eigprec.eig`. Nothing here imports CuPy at module import time: the
 package must import on machines without CUDA, and CuPy's import is slow even where it works.
+
+The solver is cuSOLVER's batched Jacobi (``?syevjBatched``, what ``cupy.linalg.eigh`` uses for
+batched input), called through CuPy's bindings so that its per-matrix status stays on the
+device: a matrix on which it fails comes back as NaN, like a NaN input, with no host sync.
+The DLPack exchange in both directions shares memory; the solver overwrites its input, so it
+gets one copy of the batch.
 """
 
 from __future__ import annotations
@@ -35,28 +41,85 @@ def cupy_available() -> bool:
         return False
 
 
-def _solve(A: Tensor, lower: bool, vectors: bool) -> tuple[Tensor, Tensor | None]:
+def _syevj_batched(a, lower: bool, vectors: bool, max_sweeps: int | None = None):
+    """cuSOLVER's batched Jacobi solver on a C-contiguous ``(b, n, n)`` CuPy array.
+
+    Called directly rather than through ``cupy.linalg.eigh``, which allocates the per-matrix
+    status array itself and reads it only under ``cupyx.errstate(linalg=...)`` (a host
+    synchronisation): without that, a matrix on which Jacobi did not converge came back as
+    plausible numbers. Here the status stays on the device and is returned.
+
+    Returns:
+        ``(w, v, info)``: eigenvalues ``(b, n)``; the overwritten input holding eigenvectors
+        (as rows, see below) or None; int32 status ``(b,)``, 0 where the solver succeeded.
+    """
+    import cupy
+    from cupy.cuda import device as cupy_device
+    from cupy_backends.cuda.libs import cublas, cusolver
+
+    batch, n, _ = a.shape
+    # cuSOLVER reads column-major storage. A C-ordered symmetric matrix read column-major is
+    # its transpose: the same matrix, with the lower and upper triangles swapped. On return the
+    # column-major eigenvector matrix V sits in C order as Vᵀ (eigenvectors as rows).
+    uplo = cublas.CUBLAS_FILL_MODE_UPPER if lower else cublas.CUBLAS_FILL_MODE_LOWER
+    jobz = cusolver.CUSOLVER_EIG_MODE_VECTOR if vectors else cusolver.CUSOLVER_EIG_MODE_NOVECTOR
+    single = a.dtype == cupy.float32
+    size_fn = cusolver.ssyevjBatched_bufferSize if single else cusolver.dsyevjBatched_bufferSize
+    solve_fn = cusolver.ssyevjBatched if single else cusolver.dsyevjBatched
+    v = a.copy()  # the solver overwrites its input
+    w = cupy.empty((batch, n), dtype=a.dtype)
+    info = cupy.zeros((batch,), dtype=cupy.int32)
+    if batch == 0:
+        return w, (v if vectors else None), info
+    handle = cupy_device.get_cusolver_handle()  # CuPy binds it to the current stream per call
+    params = cusolver.createSyevjInfo()
+    try:
+        if max_sweeps is not None:  # tests only: force non-convergence
+            cusolver.xsyevjSetMaxSweeps(params, max_sweeps)
+        lwork = size_fn(handle, jobz, uplo, n, v.data.ptr, n, w.data.ptr, params, batch)
+        work = cupy.empty((lwork,), dtype=a.dtype)
+        solve_fn(
+            handle, jobz, uplo, n, v.data.ptr, n, w.data.ptr, work.data.ptr, lwork,
+            info.data.ptr, params, batch,
+        )  # fmt: skip
+    finally:
+        cusolver.destroySyevjInfo(params)
+    return w, (v if vectors else None), info
+
+
+def _mark_failures(w: Tensor, v: Tensor | None, info: Tensor) -> tuple[Tensor, Tensor | None]:
+    """NaN for every batch entry whose solver status is nonzero, on the device (no sync)."""
+    failed = info != 0
+    nan = torch.full((), float("nan"), dtype=w.dtype, device=w.device)
+    w = torch.where(failed[:, None], nan, w)
+    if v is not None:
+        v = torch.where(failed[:, None, None], nan, v)
+    return w, v
+
+
+def _solve(
+    A: Tensor, lower: bool, vectors: bool, max_sweeps: int | None = None
+) -> tuple[Tensor, Tensor | None]:
     import cupy
 
-    uplo = "L" if lower else "U"
+    *batch_shape, n, _ = A.shape
     device = A.device.index if A.device.index is not None else torch.cuda.current_device()
     # CuPy must queue its kernels on the stream torch is using *now*. On any other stream the
     # solver could read A before torch has finished writing it, and torch could recycle A's
     # memory (its caching allocator is stream-ordered) while CuPy still reads it. Sharing the
     # stream makes both orderings hold without a single host synchronisation.
     stream = torch.cuda.current_stream(device)
-    a_in = A.contiguous()
+    a_in = A.reshape(-1, n, n).contiguous()
     with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream.cuda_stream):
         # from_dlpack passes CuPy's current stream (== torch's) to __dlpack__, so torch
         # inserts no cross-stream wait either.
-        a = cupy.from_dlpack(a_in)
-        if vectors:
-            w, v = cupy.linalg.eigh(a, UPLO=uplo)
-        else:
-            w, v = cupy.linalg.eigvalsh(a, UPLO=uplo), None
+        w, v, info = _syevj_batched(cupy.from_dlpack(a_in), lower, vectors, max_sweeps)
         w_t = torch.from_dlpack(w)
-        v_t = torch.from_dlpack(v) if v is not None else None
-    return w_t, v_t
+        v_t = torch.from_dlpack(v).mT if v is not None else None
+        info_t = torch.from_dlpack(info)
+    w_t, v_t = _mark_failures(w_t, v_t, info_t)
+    w_t = w_t.reshape(*batch_shape, n)
+    return w_t, (v_t.reshape(*batch_shape, n, n) if v_t is not None else None)
 
 
 def eigvalsh(A: Tensor, lower: bool) -> Tensor:
@@ -67,7 +130,7 @@ def eigvalsh(A: Tensor, lower: bool) -> Tensor:
         lower: read the lower triangle (else the upper).
 
     Returns:
-        ``(..., n)`` tensor on ``A``'s device, sharing memory with CuPy's result.
+        ``(..., n)`` tensor on ``A``'s device, NaN for matrices the solver failed on.
 
     Raises:
         ModuleNotFoundError: when CuPy is not installed.
@@ -86,7 +149,8 @@ def eigh(A: Tensor, lower: bool) -> tuple[Tensor, Tensor]:
         lower: read the lower triangle (else the upper).
 
     Returns:
-        ``(w, V)`` with ``w`` of shape ``(..., n)`` and ``V`` of shape ``(..., n, n)``.
+        ``(w, V)`` with ``w`` of shape ``(..., n)`` and ``V`` of shape ``(..., n, n)``, NaN
+        for matrices the solver failed on.
 
     Raises:
         ModuleNotFoundError: when CuPy is not installed.

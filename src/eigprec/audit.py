@@ -57,13 +57,13 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from eigprec._audit_mode import ENTRY_FLOOR, AuditMode, _Settings
+from eigprec._context import reusable
 from eigprec.tf32 import ROUNDINGS
 
 __all__ = ["ENTRY_FLOOR", "RANKINGS", "AuditRecord", "AuditReport", "tf32_audit"]
@@ -272,7 +272,7 @@ def _key(x: float) -> float:
     return math.inf if math.isnan(x) else x
 
 
-@contextlib.contextmanager
+@reusable
 def tf32_audit(
     *,
     rounding: str = "rna",

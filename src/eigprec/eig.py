@@ -2,30 +2,37 @@
 
 ``kth_eigvalsh`` is a drop-in for ``torch.linalg.eigvalsh(A)[..., k]`` that
 
-* computes only eigenvalues when no gradient is needed, and keeps only what the backward pass
-  needs (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"`` subgradient);
-* can run on CuPy's batched CUDA eigensolver (zero-copy DLPack, torch's current stream, no host
-  synchronisation);
+* computes no eigenvectors when no gradient is needed, and keeps only what the backward pass
+  needs when one is (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"``
+  subgradient); ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's subset
+  driver computes just the one eigenvalue, or the one eigenpair;
+* can run on CuPy's batched CUDA eigensolver (a DLPack hand-off without a copy, torch's current
+  stream, no host synchronisation; the solver itself overwrites one copy of the batch);
 * returns, where eigenvalues collide and λ_k is not differentiable, an element of the Clarke
   subdifferential ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1} — either the solver's q qᵀ or the
   minimum-norm element U Uᵀ / r;
 * maps a batch entry holding NaN/Inf to NaN (value and gradient) without touching the others,
   and without asking the host whether any entry is bad. (With ``backend="torch"`` on CUDA,
   ``torch.linalg`` itself still synchronises to check its solver's status; the CuPy backend
-  does not.)
+  does not: it reads the solver's per-matrix status on the device.)
 
 The gradient follows ``torch.linalg.eigvalsh``'s convention: it is the symmetric matrix
 q qᵀ · grad, the derivative along symmetric perturbations, even though only one triangle of
 ``A`` is read. Compose with a symmetric parametrisation (e.g. ``X + X.mT``) for an exact
-gradient with respect to free parameters.
+gradient with respect to free parameters. For the same reason ``torch.autograd.gradcheck``
+called on ``kth_eigvalsh`` (or on ``torch.linalg.eigvalsh``) directly fails: its finite
+differences perturb one entry at a time and the unread triangle's entries then have derivative
+0, not the symmetric q qᵀ. Through ``X + X.mT`` it passes.
 
-What works where (checked in ``tests/test_eig.py``):
+What works where (checked in ``tests/test_eig*.py``):
 
-* eager autograd, ``torch.autograd.gradcheck`` (float64, simple eigenvalues);
+* eager autograd, ``torch.autograd.gradcheck`` through ``X + X.mT`` (float64, simple
+  eigenvalues);
 * ``torch.compile(..., fullgraph=True)``: the work is two ``torch.library.custom_op`` s with
   fake (meta) kernels, so the graph never breaks, forward and backward;
-* ``torch.func.vmap`` of the value (a batching rule is registered: the op is batched
-  already, so vmap only moves the mapped dimension to the front);
+* ``torch.func.vmap``, of the value and of an input that requires grad followed by
+  ``.backward()`` (a batching rule is registered: the op is batched already, so vmap only moves
+  the mapped dimension to the front);
 * not supported, and refused with ``NotImplementedError`` rather than answered wrongly:
   ``torch.func.grad``/``jacrev``/``hessian`` (``custom_op``'s ``register_autograd`` is not
   functorch-aware in torch 2.13), forward-mode AD (``torch.func.jvp``/``jacfwd``,
@@ -35,40 +42,61 @@ What works where (checked in ``tests/test_eig.py``):
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Literal
 
 import torch
 from torch import Tensor
 
-from eigprec import _cupy_bridge
+from eigprec import _cupy_bridge, _eig_invit, _eig_lapack
 
 __all__ = ["default_cluster_tol", "kth_eigvalsh"]
 
 Backend = Literal["auto", "torch", "cupy"]
+Method = Literal["auto", "eigh", "subset", "inverse_iteration"]
 Subgradient = Literal["eigenvector", "mean"]
 
 _BACKENDS = ("auto", "torch", "cupy")
+_METHODS = ("auto", "eigh", "subset", "inverse_iteration")
 _SUBGRADIENTS = ("eigenvector", "mean")
-# Backward-stable symmetric eigensolvers return eigenvalues with absolute error of order
-# eps·‖A‖₂·p(n); the copies of an exactly repeated eigenvalue are split by that much. A
-# factor of 8 on eps·n·max|λ| keeps every such copy in one cluster with room to spare
-# while staying far below any gap a model could meaningfully learn.
+# Measured (float32, torch.linalg.eigvalsh against the same matrices in float64, 200 random
+# symmetric matrices per n): the largest eigenvalue error was 2.05–2.34 · eps · √n · max|λ| for
+# n = 10, 30, 100, 300 — it grows like √n, not n — and the copies of an exactly repeated
+# eigenvalue split by less. A factor of 8 covers that error with a margin of 3.5 and stays
+# below the gaps float32 still resolves: 9.5e-6 · max|λ| at n = 100 (the former n-scaling gave
+# 9.5e-5 there). tests/test_eig_tolerance.py re-checks both sides.
 _CLUSTER_TOL_FACTOR = 8.0
+# From benchmarks/bench_eig.py's size sweep (one CPU thread): LAPACK's subset driver, called
+# per matrix from Python, beats torch.linalg.eigvalsh for the value from n ≈ 32 and
+# torch.linalg.eigh for value + eigenvector from n ≈ 16; below, the loop's overhead dominates.
+_SUBSET_MIN_N_VALUE = 32
+_SUBSET_MIN_N_GRAD = 16
+# torch.linalg.eigh on CUDA before torch 2.12 reaches cuSOLVER's batched solver only for
+# n <= 32 and loops over the batch above (pytorch issue 175585); pytorch issue 192483 reports
+# that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
+# first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
+_TORCH_BATCHES_EVERY_N = (2, 12)
 
 
 def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
     """Default cluster tolerance for ``subgradient="mean"``, per batch entry.
 
-    ``8 · eps(dtype) · n · max_i |λ_i|``: large enough that the rounding-split copies of an
-    exactly repeated eigenvalue form one cluster.
+    ``8 · eps(dtype) · √n · max_i |λ_i|``: about 3.5 times the largest eigenvalue error of the
+    eigensolver measured for n = 10 … 300 (which grows like √n), so the rounding-split copies of
+    an exactly repeated eigenvalue form one cluster, while gaps float32 resolves (at n = 100,
+    anything above ≈ 1e-5 · max|λ|) are not merged.
 
     Args:
-        eigenvalues: ``(..., n)`` eigenvalues of each matrix (any order).
-        n: the matrix size.
+        eigenvalues: ``(..., n)`` float eigenvalues of each matrix (any order).
+        n: the matrix size (``eigenvalues.shape[-1]``).
 
     Returns:
         ``(...)`` tensor of absolute tolerances.
+
+    Raises:
+        TypeError: ``eigenvalues`` not a floating-point tensor; ``n`` not an int.
+        ValueError: ``eigenvalues`` a scalar; ``n`` differing from ``eigenvalues.shape[-1]``.
 
     Example:
         >>> import torch
@@ -76,9 +104,22 @@ def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
         >>> bool(default_cluster_tol(w, 3) < 1e-13)
         True
     """
+    if not isinstance(eigenvalues, Tensor) or not eigenvalues.is_floating_point():
+        what = eigenvalues.dtype if isinstance(eigenvalues, Tensor) else type(eigenvalues).__name__
+        raise TypeError(f"default_cluster_tol: eigenvalues must be a float tensor, got {what}")
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"default_cluster_tol: n must be an int, got {type(n).__name__}")
+    n = operator.index(n)
+    if eigenvalues.dim() < 1:
+        raise ValueError("default_cluster_tol: eigenvalues must have at least 1 dimension")
+    if n != eigenvalues.shape[-1]:
+        raise ValueError(
+            f"default_cluster_tol: n={n} differs from the number of eigenvalues "
+            f"{eigenvalues.shape[-1]} (last dimension)"
+        )
     eps = torch.finfo(eigenvalues.dtype).eps
     scale = eigenvalues.abs().amax(dim=-1) if n > 0 else eigenvalues.new_zeros(())
-    return _CLUSTER_TOL_FACTOR * eps * n * scale
+    return _CLUSTER_TOL_FACTOR * eps * math.sqrt(n) * scale
 
 
 # --------------------------------------------------------------------------- helpers
@@ -134,10 +175,13 @@ def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------- custom ops
 
 
-def _value_impl(A: Tensor, k: int, lower: bool, backend: str) -> Tensor:
+def _value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
     """λ_k only: the no-grad path never forms eigenvectors."""
     A_clean, bad = _sanitise(A, lower)
-    lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
+    if method == "subset":
+        lam = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=False)[0]
+    else:
+        lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
     return _nan_where(bad, lam, 0)
 
 
@@ -145,29 +189,44 @@ _value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=
 
 
 @_value_op.register_fake
-def _(A: Tensor, k: int, lower: bool, backend: str) -> Tensor:
+def _(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
     return A.new_empty(A.shape[:-2])
 
 
 def _factor_impl(
-    A: Tensor, k: int, lower: bool, backend: str, subgradient: str, cluster_tol: float
+    A: Tensor,
+    k: int,
+    lower: bool,
+    backend: str,
+    method: str,
+    subgradient: str,
+    cluster_tol: float,
+    steps: int,
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
     A_clean, bad = _sanitise(A, lower)
-    w, V = _eigh(A_clean, lower, backend)
-    lam = w[..., k]
-    if subgradient == "eigenvector":
-        F = V[..., :, k : k + 1]
+    if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)
+        lam, q = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=True)
+        F = q[..., None]
+    elif method == "inverse_iteration":  # all eigenvalues, then one eigenvector
+        lam = _eigvalsh(A_clean, lower, backend)[..., k]
+        F = _eig_invit.eigenvector(A_clean, lam, lower, steps)[..., None]
     else:
-        # A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be a
-        # blocking host-to-device copy.
-        tol = default_cluster_tol(w, A.shape[-1])[..., None] if cluster_tol < 0 else cluster_tol
-        # A mask over *all* eigenvectors keeps shapes static and avoids asking the host how
-        # large each cluster is: weights are 1/r inside the cluster and 0 outside, so
-        # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
-        inside = (w - lam[..., None]).abs() <= tol
-        weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
-        F = V * weights.sqrt()[..., None, :]
+        w, V = _eigh(A_clean, lower, backend)
+        lam = w[..., k]
+        if subgradient == "eigenvector":
+            F = V[..., :, k : k + 1]
+        else:
+            # A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be
+            # a blocking host-to-device copy.
+            n = A.shape[-1]
+            tol = default_cluster_tol(w, n)[..., None] if cluster_tol < 0 else cluster_tol
+            # A mask over *all* eigenvectors keeps shapes static and avoids asking the host
+            # how large each cluster is: weights are 1/r inside the cluster and 0 outside, so
+            # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
+            inside = (w - lam[..., None]).abs() <= tol
+            weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
+            F = V * weights.sqrt()[..., None, :]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
 
 
@@ -176,7 +235,14 @@ _factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_arg
 
 @_factor_op.register_fake
 def _(
-    A: Tensor, k: int, lower: bool, backend: str, subgradient: str, cluster_tol: float
+    A: Tensor,
+    k: int,
+    lower: bool,
+    backend: str,
+    method: str,
+    subgradient: str,
+    cluster_tol: float,
+    steps: int,
 ) -> tuple[Tensor, Tensor]:
     n = A.shape[-1]
     m = 1 if subgradient == "eigenvector" else n
@@ -200,15 +266,15 @@ def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
             "(called with create_graph=True)."
         )
     if F.shape[-1] == 1:
-        # q qᵀ as a broadcast product: exact, and no GEMM that TF32 could round.
-        outer = F * F.mT
+        # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and one
+        # pass over the (..., n, n) result (scaling q first saves a second, costly at n = 45).
+        grad_A = (F * grad_lam[..., None, None]) * F.mT
     elif F.dtype == torch.float32:
         # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
-        outer = (F.double() @ F.double().mT).to(F.dtype)
+        grad_A = (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
     else:
-        outer = F @ F.mT
-    grad_A = outer * grad_lam[..., None, None]
-    return grad_A, None, None, None, None, None
+        grad_A = (F @ F.mT) * grad_lam[..., None, None]
+    return grad_A, None, None, None, None, None, None, None
 
 
 _factor_op.register_autograd(_factor_backward, setup_context=_factor_setup)
@@ -221,16 +287,18 @@ def _move_batch_front(A: Tensor, bdim: int | None) -> Tensor:
 # The ops already accept any leading batch shape, so vmap only has to move its dimension to
 # the front and declare it there.
 @_value_op.register_vmap
-def _(info, in_dims, A: Tensor, k: int, lower: bool, backend: str):
+def _(info, in_dims, A: Tensor, k: int, lower: bool, backend: str, method: str):
     bdim = in_dims[0]
-    out = _value_op(_move_batch_front(A, bdim), k, lower, backend)
+    out = _value_op(_move_batch_front(A, bdim), k, lower, backend, method)
     return out, (None if bdim is None else 0)
 
 
 @_factor_op.register_vmap
-def _(info, in_dims, A, k, lower, backend, subgradient, cluster_tol):
+def _(info, in_dims, A, k, lower, backend, method, subgradient, cluster_tol, steps):
     bdim = in_dims[0]
-    out = _factor_op(_move_batch_front(A, bdim), k, lower, backend, subgradient, cluster_tol)
+    out = _factor_op(
+        _move_batch_front(A, bdim), k, lower, backend, method, subgradient, cluster_tol, steps
+    )
     dim = None if bdim is None else 0
     return out, (dim, dim)
 
@@ -238,9 +306,18 @@ def _(info, in_dims, A, k, lower, backend, subgradient, cluster_tol):
 # --------------------------------------------------------------------------- public entry
 
 
-def _validate(A: object, k: object, backend: str, subgradient: str, cluster_tol) -> int:
+def _validate(
+    A: object,
+    k: object,
+    lower: object,
+    backend: str,
+    method: str,
+    subgradient: str,
+    cluster_tol,
+    steps,
+) -> int:
     if not isinstance(A, Tensor):
-        raise ValueError(f"kth_eigvalsh: A must be a torch.Tensor, got {type(A).__name__}")
+        raise TypeError(f"kth_eigvalsh: A must be a torch.Tensor, got {type(A).__name__}")
     if A.dim() < 2:
         raise ValueError(
             f"kth_eigvalsh: A must have at least 2 dimensions, got shape {tuple(A.shape)}"
@@ -256,14 +333,23 @@ def _validate(A: object, k: object, backend: str, subgradient: str, cluster_tol)
     if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
     k = operator.index(k)  # numpy integers too, as indexing accepts them
+    if not isinstance(lower, bool):  # None or 0 would otherwise silently read the upper triangle
+        raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
     if not -n <= k < n:
         raise IndexError(f"kth_eigvalsh: k={k} is out of range for n={n} (need -{n} <= k < {n})")
     if backend not in _BACKENDS:
         raise ValueError(f"kth_eigvalsh: unknown backend {backend!r}; expected one of {_BACKENDS}")
+    if method not in _METHODS:
+        raise ValueError(f"kth_eigvalsh: unknown method {method!r}; expected one of {_METHODS}")
     if subgradient not in _SUBGRADIENTS:
         raise ValueError(
             f"kth_eigvalsh: unknown subgradient {subgradient!r}; expected one of {_SUBGRADIENTS}"
+        )
+    if subgradient == "mean" and method not in ("auto", "eigh"):
+        raise ValueError(
+            f'kth_eigvalsh: subgradient="mean" needs the whole eigenbasis: use method="eigh" '
+            f'(or "auto"), not {method!r}'
         )
     if cluster_tol is not None:
         if subgradient != "mean":
@@ -276,6 +362,13 @@ def _validate(A: object, k: object, backend: str, subgradient: str, cluster_tol)
             raise ValueError(
                 f"kth_eigvalsh: cluster_tol must be finite and >= 0, got {cluster_tol}"
             )
+    if steps is not None:
+        if method != "inverse_iteration":
+            raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
+        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
+            raise TypeError(f"kth_eigvalsh: steps must be an int, got {type(steps).__name__}")
+        if operator.index(steps) < 1:
+            raise ValueError(f"kth_eigvalsh: steps must be >= 1, got {steps}")
     return k % n
 
 
@@ -309,9 +402,39 @@ def _refuse_unsupported_transforms(A: Tensor) -> None:
         )
 
 
+def _requires_grad(A: Tensor) -> bool:
+    """Whether A, or the tensor under its ``vmap`` wrappers, takes part in autograd.
+
+    Inside ``torch.func.vmap`` the argument is a wrapper whose ``requires_grad`` is False
+    even when the tensor it wraps requires grad; taking the value-only path there left
+    ``.backward()`` with no formula to run.
+    """
+    if A.requires_grad:
+        return True
+    if torch.compiler.is_compiling():
+        return False
+    from torch._C import _functorch
+
+    while _functorch.is_batchedtensor(A):
+        A = _functorch.get_unwrapped(A)
+        if A.requires_grad:
+            return True
+    return False
+
+
 @torch.compiler.assume_constant_result
 def _cupy_ok() -> bool:
     return _cupy_bridge.cupy_available()
+
+
+@torch.compiler.assume_constant_result
+def _scipy_ok() -> bool:
+    return _eig_lapack.available()
+
+
+def _torch_batches_every_n() -> bool:
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return (major, minor) >= _TORCH_BATCHES_EVERY_N
 
 
 def _resolve_backend(backend: str, A: Tensor) -> str:
@@ -328,7 +451,27 @@ def _resolve_backend(backend: str, A: Tensor) -> str:
                 "(pip install cupy-cuda12x)"
             )
         return "cupy"
-    return "cupy" if A.device.type == "cuda" and _cupy_ok() else "torch"
+    helps = A.shape[-1] > 32 and not _torch_batches_every_n()
+    return "cupy" if A.device.type == "cuda" and helps and _cupy_ok() else "torch"
+
+
+def _resolve_method(method: str, A: Tensor, backend: str, subgradient: str, grad: bool) -> str:
+    if method == "subset":
+        if A.device.type != "cpu" or backend == "cupy":
+            raise ValueError(
+                'kth_eigvalsh: method="subset" (LAPACK ?syevr) runs on CPU tensors with '
+                f'backend "torch" or "auto", got device {A.device} and backend {backend!r}'
+            )
+        if not _scipy_ok():
+            raise ModuleNotFoundError('kth_eigvalsh: method="subset" needs SciPy')
+        return "subset"
+    if method != "auto":
+        return method
+    n_min = _SUBSET_MIN_N_GRAD if grad else _SUBSET_MIN_N_VALUE
+    cpu = A.device.type == "cpu" and backend != "cupy"
+    if cpu and subgradient == "eigenvector" and A.shape[-1] >= n_min and _scipy_ok():
+        return "subset"
+    return "eigh"
 
 
 def kth_eigvalsh(
@@ -336,9 +479,11 @@ def kth_eigvalsh(
     k: int,
     *,
     lower: bool = True,
+    method: Method = "auto",
     backend: Backend = "auto",
     subgradient: Subgradient = "eigenvector",
     cluster_tol: float | None = None,
+    steps: int | None = None,
 ) -> Tensor:
     """The k-th smallest eigenvalue of each symmetric matrix in a batch, differentiably.
 
@@ -346,29 +491,55 @@ def kth_eigvalsh(
         A: ``(..., n, n)`` real symmetric float32/float64 tensor; only the lower (``lower=True``)
             or upper triangle is read.
         k: index into the ascending eigenvalues, as in ``torch.linalg.eigvalsh(A)[..., k]``;
-            negative values count from the largest (``-1`` is λ_max).
-        lower: read the lower triangle (else the upper).
-        backend: ``"torch"`` (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via
-            DLPack on torch's current stream) or ``"auto"`` (CuPy for CUDA tensors when CuPy
-            works, torch otherwise).
+            negative values count from the largest (``-1`` is λ_max). Any integer type.
+        lower: read the lower triangle (else the upper); a bool.
+        method: how λ_k and, for the gradient, its eigenvector are computed:
+            ``"eigh"`` — the exact full decomposition (``torch.linalg.eigvalsh``/``eigh`` or
+            CuPy): every eigenvector, needed by ``subgradient="mean"``;
+            ``"subset"`` — LAPACK's subset driver ``?syevr`` (``range='I'``, through SciPy),
+            CPU only: the one eigenvalue, or the one eigenpair, per matrix;
+            ``"inverse_iteration"`` — all eigenvalues from the eigenvalue-only solver, then the
+            one eigenvector from ``steps`` steps of shifted inverse iteration (any device, no
+            host synchronisation); its gradient is accurate to ≈ 1e-5 only where the relative
+            gap at k is ≥ 1e-3, and at near-ties it is some unit vector of the near-eigenspace;
+            ``"auto"`` — ``"subset"`` for CPU tensors with ``subgradient="eigenvector"`` and
+            n ≥ 32 (no gradient) or n ≥ 16 (gradient) when SciPy is installed, where it
+            measures faster (``benchmarks/bench_eig.py``); ``"eigh"`` otherwise.
+        backend: solver of ``"eigh"`` and of ``"inverse_iteration"``'s eigenvalues: ``"torch"``
+            (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via DLPack on torch's
+            current stream, no host synchronisation) or ``"auto"``: CuPy only for CUDA tensors
+            with n > 32 under torch < 2.12, whose ``eigh`` loops over the batch there (pytorch
+            issue 175585), and only when CuPy works; torch everywhere else. From torch 2.12
+            ``eigh`` is reported batched for every n (pytorch issue 192483, PR 175403); no
+            measurement in this package shows CuPy ahead there, so "auto" keeps torch. Ask
+            for ``"cupy"`` to avoid torch's host synchronisation.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
             ``"eigenvector"`` — q qᵀ for the solver's k-th eigenvector (the gradient wherever λ_k
             is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors whose eigenvalues lie within
             ``cluster_tol`` of λ_k: the minimum-norm element, independent of the basis the solver
             picked inside a repeated eigenvalue.
         cluster_tol: absolute cluster radius for ``"mean"``; default
-            :func:`default_cluster_tol` (8 · eps · n · max|λ| per matrix).
+            :func:`default_cluster_tol` (8 · eps · √n · max|λ| per matrix, a few times the
+            solver's eigenvalue error). A larger user tolerance ε merges eigenvalues that are
+            distinct: the result is then a Goldstein ε-subgradient (an average of gradients at
+            nearby points, as in gradient sampling, Burke–Lewis–Overton 2005), not a Clarke
+            subgradient at A.
+        steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3).
 
     Returns:
         ``(...)`` tensor of k-th eigenvalues, NaN for batch entries whose read triangle holds
-        NaN or Inf (and a NaN gradient for them).
+        NaN or Inf or on which the solver reports failure (and a NaN gradient for them).
 
     Raises:
-        ValueError: ``A`` not a tensor, fewer than 2 dims, not square; unknown ``backend`` or
-            ``subgradient``; ``backend="cupy"`` on a non-CUDA tensor; bad ``cluster_tol``.
-        TypeError: ``A`` not float32/float64 (integer, bool, half, complex); ``k`` not an int.
+        TypeError: ``A`` not a tensor or not float32/float64; ``k``/``steps`` not an int;
+            ``lower`` not a bool; ``cluster_tol`` not a number.
+        ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
+            ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
+            ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; bad
+            ``cluster_tol`` or ``steps``, or either given where it is not used.
         IndexError: ``k`` outside ``[-n, n)``.
-        ModuleNotFoundError: ``backend="cupy"`` without a working CuPy.
+        ModuleNotFoundError: ``backend="cupy"`` without a working CuPy; ``method="subset"``
+            without SciPy.
 
     Example:
         >>> import torch
@@ -380,13 +551,20 @@ def kth_eigvalsh(
         >>> A.grad
         tensor([[0.5000, 0.5000],
                 [0.5000, 0.5000]])
+        >>> B = torch.diag(torch.tensor([1.0, 2.0, 4.0])).requires_grad_(True)
+        >>> kth_eigvalsh(B, -1, method="inverse_iteration").backward()
+        >>> B.grad.diagonal().round(decimals=6)
+        tensor([0., 0., 1.])
     """
-    k = _validate(A, k, backend, subgradient, cluster_tol)
+    k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps)
     if not torch.compiler.is_compiling():
         _refuse_unsupported_transforms(A)
     resolved = _resolve_backend(backend, A)
-    if torch.is_grad_enabled() and A.requires_grad:
+    grad = torch.is_grad_enabled() and _requires_grad(A)
+    how = _resolve_method(method, A, resolved, subgradient, grad)
+    if grad:
         tol = -1.0 if cluster_tol is None else float(cluster_tol)
-        lam, _ = _factor_op(A, k, lower, resolved, subgradient, tol)
+        n_steps = 3 if steps is None else operator.index(steps)
+        lam, _ = _factor_op(A, k, lower, resolved, how, subgradient, tol, n_steps)
         return lam
-    return _value_op(A, k, lower, resolved)
+    return _value_op(A, k, lower, resolved, how)

@@ -1,21 +1,36 @@
-"""Float32 matmul precision: read it coherently and set it temporarily.
+"""Float32 matmul precision: read what runs, set it temporarily, safely across threads.
 
 PyTorch has two generations of knobs for the precision of float32 matrix products:
 the legacy ones (``torch.set_float32_matmul_precision`` and the
 ``torch.backends.cuda.matmul.allow_tf32`` flag) and, from torch 2.9, per-backend
 ``fp32_precision`` attributes (``torch.backends.cuda.matmul.fp32_precision``,
-``torch.backends.mkldnn.matmul.fp32_precision`` and the global
-``torch.backends.fp32_precision``). Once the new attributes have been written,
-the legacy getter refuses to answer (it raises ``RuntimeError``), so this module
-reads and restores the new attributes themselves where they exist.
+``torch.backends.mkldnn.matmul.fp32_precision``, their parents
+``torch.backends.cudnn.fp32_precision`` / ``torch.backends.mkldnn.fp32_precision`` and
+the global ``torch.backends.fp32_precision``; ``"none"`` means "inherit from the
+parent"). ATen keeps the legacy level and the new attributes side by side; when they
+disagree (only the new attribute was set) the legacy getters refuse to answer and
+raise ``RuntimeError`` (ATen ``Context::float32MatmulPrecision`` and
+``Context::allowTF32CuBLAS``). This module therefore reads the new attributes, which
+are what the kernels consult, and restores both generations exactly.
+
+Thread safety: torch's precision settings are process-wide. :func:`matmul_precision`
+blocks in different threads are coordinated by one process-wide lock: blocks asking
+for the same mode share it (the settings are restored when the last one leaves),
+a block asking for a different mode waits until the others have left, and the
+process always ends at the precision it had before the first block. Code that calls
+torch's setters directly bypasses this protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import torch
+
+from eigprec._context import reusable
 
 __all__ = ["MATMUL_PRECISIONS", "current_matmul_precision", "matmul_precision"]
 
@@ -27,13 +42,15 @@ __all__ = ["MATMUL_PRECISIONS", "current_matmul_precision", "matmul_precision"]
 #:     ('highest', 'high', 'medium')
 MATMUL_PRECISIONS: tuple[str, ...] = ("highest", "high", "medium")
 
-# Attribute paths of the per-backend settings introduced in torch 2.9, in the order
-# they are restored (global first, so the specific ones win).
-_NEW_API_PATHS: tuple[tuple[str, ...], ...] = (
-    ("fp32_precision",),
-    ("cuda", "matmul", "fp32_precision"),
-    ("mkldnn", "matmul", "fp32_precision"),
-)
+# Attribute paths (under torch.backends) of the torch >= 2.9 settings this module
+# saves, parents before children: setting a parent propagates to its children.
+_GENERIC = ("fp32_precision",)
+_CUDA_ALL = ("cudnn", "fp32_precision")
+_MKLDNN_ALL = ("mkldnn", "fp32_precision")
+_CUDA_MATMUL = ("cuda", "matmul", "fp32_precision")
+_MKLDNN_MATMUL = ("mkldnn", "matmul", "fp32_precision")
+_PARENTS = (_GENERIC, _CUDA_ALL, _MKLDNN_ALL)
+_CHILDREN = (_CUDA_MATMUL, _MKLDNN_MATMUL)
 
 
 def _has_new_api() -> bool:
@@ -54,13 +71,170 @@ def _set_attr(path: tuple[str, ...], value: str) -> None:
     setattr(obj, path[-1], value)
 
 
-def current_matmul_precision() -> str:
-    """The float32 matmul precision torch would use on CUDA, as a legacy mode name.
+def _effective(*paths: tuple[str, ...]) -> str:
+    # ATen's Context::float32Precision: "none" inherits from the parent, up to the
+    # generic setting; "none" all the way up means IEEE.
+    for path in paths:
+        value = _get_attr(path)
+        if value != "none":
+            return value
+    return "ieee"
 
-    Unlike :func:`torch.get_float32_matmul_precision`, this works after code has
-    used the torch ≥ 2.9 ``fp32_precision`` settings (which make the legacy getter
-    raise). ``'high'`` means TF32 for CUDA float32 matmuls; ``'medium'`` means TF32
-    on CUDA and bf16 in oneDNN on the CPU; ``'highest'`` means full float32.
+
+def _cuda_matmul_precision() -> str:
+    value = _effective(_CUDA_MATMUL, _CUDA_ALL, _GENERIC)
+    return "ieee" if value == "bf16" else value  # cuBLAS has no bf16 mode for float32
+
+
+def _onednn_matmul_precision() -> str:
+    return _effective(_MKLDNN_MATMUL, _MKLDNN_ALL, _GENERIC)
+
+
+def _legacy_level() -> str:
+    """ATen's legacy float32 matmul level, also when its getter refuses to answer."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        pass
+    # The getter raised, so the legacy level disagrees with the new attributes; the
+    # rules it checks (Context::float32MatmulPrecision, Context::allowTF32CuBLAS)
+    # pin the level down. allow_tf32 answers iff (level != highest) == cuBLAS TF32.
+    cuda_tf32 = _cuda_matmul_precision() == "tf32"
+    try:
+        _ = torch.backends.cuda.matmul.allow_tf32
+        not_highest = cuda_tf32
+    except RuntimeError:
+        not_highest = not cuda_tf32
+    if not not_highest:
+        return "highest"
+    # 'high' is refused when oneDNN is at bf16, 'medium' when it is at tf32.
+    return "high" if _onednn_matmul_precision() == "bf16" else "medium"
+
+
+@dataclass(frozen=True)
+class _State:
+    legacy: str
+    new: tuple[tuple[tuple[str, ...], str], ...]
+
+
+def _snapshot() -> _State:
+    new = tuple((p, _get_attr(p)) for p in (*_PARENTS, *_CHILDREN)) if _has_new_api() else ()
+    return _State(_legacy_level(), new)
+
+
+def _restore(state: _State) -> None:
+    values = dict(state.new)
+    for path in _PARENTS:
+        if path in values and _get_attr(path) != values[path]:
+            _set_attr(path, values[path])
+    # The legacy setter rewrites the two matmul children; they are set after it.
+    torch.set_float32_matmul_precision(state.legacy)
+    for path in _CHILDREN:
+        if path in values and _get_attr(path) != values[path]:
+            _set_attr(path, values[path])
+
+
+@dataclass(eq=False)
+class _Level:
+    mode: str
+    snapshot: _State | None
+    holders: dict[int, int] = field(default_factory=dict)
+
+
+# One process-wide stack of precision levels. More than one level exists only while
+# a single thread holds them all (it nested blocks), so other threads can only ever
+# share the bottom level, and only when they ask for its mode.
+_LOCK = threading.Condition(threading.RLock())
+_LEVELS: list[_Level] = []
+_WAITING: set[int] = set()  # threads blocked in _acquire
+
+
+def _others_hold(me: int) -> bool:
+    return any(t != me for level in _LEVELS for t in level.holders)
+
+
+def _acquire(mode: str | None) -> _Level:
+    """Enter a level: set ``mode`` (or pin the current precision when None)."""
+    me = threading.get_ident()
+    with _LOCK:
+        while True:
+            if not _others_hold(me):
+                if mode is None and _LEVELS:  # a pin changes nothing: join the top
+                    level = _LEVELS[-1]
+                    break
+                if mode is None:
+                    level = _Level(current_matmul_precision(), None)
+                else:
+                    level = _Level(mode, _snapshot())
+                    torch.set_float32_matmul_precision(mode)
+                _LEVELS.append(level)
+                break
+            bottom = _LEVELS[0]
+            if len(_LEVELS) == 1 and mode in (None, bottom.mode):
+                level = bottom
+                break
+            _refuse_deadlock(me, mode)
+            _WAITING.add(me)
+            try:
+                _LOCK.wait()
+            finally:
+                _WAITING.discard(me)
+        level.holders[me] = level.holders.get(me, 0) + 1
+        return level
+
+
+def _refuse_deadlock(me: int, mode: str | None) -> None:
+    # This thread shares a level and wants to change it while every other holder is
+    # itself waiting to change it: nobody could ever proceed. Refuse loudly instead.
+    others = {t for level in _LEVELS for t in level.holders if t != me}
+    mine = any(me in level.holders for level in _LEVELS)
+    if mine and others <= _WAITING:
+        raise RuntimeError(
+            f"matmul_precision({mode!r}) would deadlock: this thread shares the float32 "
+            f"matmul precision {_LEVELS[0].mode!r} with {len(others)} other thread(s) "
+            "(in matmul_precision or emulate_tf32 blocks) that are themselves waiting to "
+            "change it. Torch's precision is process-wide; enter matmul_precision before "
+            "emulate_tf32, or use the same mode in all threads."
+        )
+
+
+def _release(level: _Level) -> None:
+    me = threading.get_ident()
+    with _LOCK:
+        level.holders[me] -= 1
+        if not level.holders[me]:
+            del level.holders[me]
+        if not level.holders:
+            # Only the top level can empty: deeper ones belong to this thread alone.
+            _LEVELS.remove(level)
+            if level.snapshot is not None:
+                _restore(level.snapshot)
+        _LOCK.notify_all()  # fewer holders may be enough for a waiting thread
+
+
+@contextlib.contextmanager
+def _pinned() -> Iterator[None]:
+    """Hold the current precision: other threads' blocks that would change it wait."""
+    level = _acquire(None)
+    try:
+        yield
+    finally:
+        _release(level)
+
+
+def current_matmul_precision() -> str:
+    """The float32 matmul precision that runs now, as a legacy mode name.
+
+    Derived from the settings the kernels read (cuBLAS: the effective
+    ``torch.backends.cuda.matmul.fp32_precision``; oneDNN on the CPU: the effective
+    ``torch.backends.mkldnn.matmul.fp32_precision``), not from torch's legacy level,
+    which can lag behind after old and new APIs were mixed and whose getter
+    :func:`torch.get_float32_matmul_precision` then raises. ``'highest'``: full
+    float32 on CUDA; ``'high'``: TF32 for CUDA float32 matmuls; ``'medium'``: TF32
+    on CUDA and bf16 in oneDNN on the CPU. (A mix with no legacy name, oneDNN at bf16
+    while cuBLAS is at IEEE, reads ``'highest'``: the name describes CUDA; see
+    :func:`eigprec.describe_runtime` for the oneDNN setting.) Thread-safe: it never
+    reads a half-restored state of a :func:`matmul_precision` block.
 
     Returns:
         One of ``'highest'``, ``'high'`` or ``'medium'``.
@@ -70,28 +244,38 @@ def current_matmul_precision() -> str:
         ...     current_matmul_precision()
         'high'
     """
-    try:
-        return torch.get_float32_matmul_precision()
-    except RuntimeError:
-        pass
-    # Mixed legacy/new settings: derive the answer from the new attributes.
-    cuda = _get_attr(("cuda", "matmul", "fp32_precision"))
-    if cuda == "none":
-        cuda = _get_attr(("fp32_precision",))
-    mkldnn = _get_attr(("mkldnn", "matmul", "fp32_precision"))
-    if mkldnn == "bf16":
-        return "medium"
-    return "high" if cuda == "tf32" else "highest"
+    with _LOCK:
+        if not _has_new_api():
+            return torch.get_float32_matmul_precision()
+        if _cuda_matmul_precision() != "tf32":
+            return "highest"
+        return "medium" if _onednn_matmul_precision() == "bf16" else "high"
 
 
-@contextlib.contextmanager
+@reusable
 def matmul_precision(mode: str) -> Iterator[None]:
     """Set torch's float32 matmul precision inside a ``with`` block, then restore it.
 
     The legacy flag ``torch.backends.cuda.matmul.allow_tf32`` and, on torch ≥ 2.9,
     the ``fp32_precision`` attributes follow the mode, because they are set through
     :func:`torch.set_float32_matmul_precision`, which keeps them coherent. On exit
-    (normal or by an exception) every setting is restored exactly, so blocks nest.
+    (normal or by an exception) every setting is restored exactly -- the legacy level
+    and the new attributes, also when they disagreed before the block -- so blocks
+    nest and torch's getters answer after the block exactly when they did before.
+
+    Thread safety: the settings are process-wide, so blocks in different threads are
+    serialised by one process-wide lock. Blocks asking for the mode already in force
+    from another thread's block share it; a block asking for a different mode waits
+    until every other thread has left its blocks; the settings are restored when the
+    last sharing block leaves. Nested blocks in one thread change the mode freely
+    (other threads wait meanwhile). An :func:`eigprec.emulate_tf32` block holds the
+    precision in the same way. Hence no block restores a stale state and the process
+    returns to its original precision. A block that would wait forever -- its thread
+    already shares the precision with threads that all wait to change it -- raises
+    ``RuntimeError`` instead (enter ``matmul_precision`` before ``emulate_tf32`` in
+    each thread to avoid it). Waiting on a thread that waits for this block's thread
+    by other means (a join, a queue) deadlocks; torch's own setters, called directly,
+    bypass the lock.
 
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
@@ -102,6 +286,7 @@ def matmul_precision(mode: str) -> Iterator[None]:
 
     Raises:
         ValueError: if ``mode`` is not one of the three allowed names.
+        RuntimeError: if waiting for the other threads' blocks could never end.
 
     Example:
         >>> import torch
@@ -117,18 +302,8 @@ def matmul_precision(mode: str) -> Iterator[None]:
             f"matmul precision must be one of {', '.join(map(repr, MATMUL_PRECISIONS))}; "
             f"got {mode!r}"
         )
-    saved = [(path, _get_attr(path)) for path in _NEW_API_PATHS] if _has_new_api() else []
+    level = _acquire(mode)
     try:
-        saved_legacy: str | None = torch.get_float32_matmul_precision()
-    except RuntimeError:  # new-API settings already in use; they are restored below
-        saved_legacy = None
-    try:
-        torch.set_float32_matmul_precision(mode)
         yield
     finally:
-        # The legacy setter first (it rewrites the new attributes), then the new
-        # attributes exactly as they were ('none' means "inherit", not 'ieee').
-        if saved_legacy is not None:
-            torch.set_float32_matmul_precision(saved_legacy)
-        for path, value in saved:
-            _set_attr(path, value)
+        _release(level)

@@ -33,6 +33,19 @@ def _cupy_version() -> str | None:
     return None
 
 
+# Environment variables that change TF32 behind torch's settings, with what they do.
+_TF32_ENV = {
+    # ATen reads it when its context is created: float32 matmuls start at 'high'.
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": {"1": "torch starts at 'high' (TF32 matmuls)"},
+    # NVIDIA's libraries (cuBLAS, cuDNN) honour it whatever the program asks for.
+    "NVIDIA_TF32_OVERRIDE": {"0": "cuBLAS and cuDNN never use TF32"},
+}
+
+
+def _tf32_env_overrides() -> tuple[tuple[str, str], ...]:
+    return tuple((name, os.environ[name]) for name in _TF32_ENV if name in os.environ)
+
+
 def full_scale() -> bool:
     """Whether experiments should run at full scale (the GPU publishing build).
 
@@ -73,6 +86,10 @@ class RuntimeInfo:
         timestamp: UTC time of the snapshot, ISO 8601.
         driver_version: the NVIDIA driver's version (from ``nvidia-smi``), or None.
         cudnn_version: cuDNN's version as torch reports it, or None.
+        tf32_env_overrides: ``(name, value)`` of the environment variables that change
+            TF32 behind torch's settings, where set: ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE``
+            (``1``: torch starts at 'high', as in NVIDIA's NGC containers) and
+            ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries never use TF32).
 
     Example:
         >>> info = describe_runtime()
@@ -97,11 +114,14 @@ class RuntimeInfo:
     timestamp: str
     driver_version: str | None = None
     cudnn_version: int | None = None
+    tf32_env_overrides: tuple[tuple[str, str], ...] = ()
 
     @property
     def tf32_label(self) -> str:
         """One phrase saying how TF32 behaves here (real hardware or CPU emulation)."""
         if self.tf32_hardware:
+            if ("NVIDIA_TF32_OVERRIDE", "0") in self.tf32_env_overrides:
+                return "off (NVIDIA_TF32_OVERRIDE=0 disables the tensor cores' TF32)"
             return "real (tensor cores)"
         where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
         return f"emulated in software ({where})"
@@ -112,7 +132,7 @@ class RuntimeInfo:
         Returns:
             ``gpu``, ``compute_capability`` (``"9.0"``), ``driver``, ``torch``, ``cuda``,
             ``cudnn``, ``cupy``, ``python``, ``date`` (UTC, ISO 8601), ``device``,
-            ``matmul_precision`` and ``tf32`` (how TF32 ran).
+            ``matmul_precision``, ``tf32`` (how TF32 ran) and ``tf32_env_overrides``.
 
         Example:
             >>> sorted(describe_runtime().as_record())[:3]
@@ -132,6 +152,7 @@ class RuntimeInfo:
             "device": self.device,
             "matmul_precision": self.matmul_precision,
             "tf32": self.tf32_label,
+            "tf32_env_overrides": dict(self.tf32_env_overrides),
         }
 
     def _rows(self) -> list[tuple[str, str]]:
@@ -142,10 +163,19 @@ class RuntimeInfo:
             versions += f" (CUDA {self.cuda_version})"
         versions += f" · NumPy {self.numpy_version} · CuPy {self.cupy_version or 'not installed'}"
         versions += f" · Python {self.python_version}"
-        return [
+        rows = [
             ("Executed on", device),
             ("TF32", self.tf32_label),
             ("float32 matmul precision", self.matmul_precision),
+        ]
+        if self.tf32_env_overrides:
+            notes = []
+            for name, value in self.tf32_env_overrides:
+                meaning = _TF32_ENV.get(name, {}).get(value.strip())
+                notes.append(f"{name}={value}" + (f" ({meaning})" if meaning else ""))
+            rows.append(("TF32 environment", " · ".join(notes)))
+        return [
+            *rows,
             ("Versions", versions),
             ("Scale", "full (EIGPREC_FULL=1)" if self.full_scale else "reduced for a small CPU"),
             ("When", self.timestamp),
@@ -175,7 +205,9 @@ class RuntimeInfo:
 def describe_runtime() -> RuntimeInfo:
     """Describe the device, library versions and precision settings in force now.
 
-    CuPy's version is read from package metadata, so CuPy is not imported.
+    CuPy's version is read from package metadata, so CuPy is not imported. The matmul
+    precision is the one that runs (:func:`eigprec.current_matmul_precision`), and the
+    TF32 environment overrides are reported when set.
 
     Returns:
         A frozen :class:`RuntimeInfo`; in a notebook it renders as the provenance
@@ -215,6 +247,7 @@ def describe_runtime() -> RuntimeInfo:
         timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         driver_version=_driver_version() if device == "cuda" else None,
         cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
+        tf32_env_overrides=_tf32_env_overrides(),
     )
 
 

@@ -29,21 +29,40 @@ from typing import Any, Literal
 import torch
 from torch.optim import Optimizer
 
+from eigprec._args import check_flag, check_int, check_real, check_soap_hyperparameters
+from eigprec._soap_checkpoint import CheckpointedOptions
 from eigprec.precision import matmul_precision
 
 __all__ = ["REKLS", "SOAP", "ema_first_weight"]
 
-FP32MatmulPrec = Literal["highest", "high", "medium"]
 _PRECISIONS = ("highest", "high", "medium")
 _WEIGHT_DECAY_METHODS = ("decoupled", "independent", "l2", "palm")
+_FLAGS = ("nesterov", "correct_bias", "use_eigh", "use_kl_shampoo", "track_diagnostics")
+# Optimizer-wide options that define the algorithm: saved by state_dict() and compared on
+# load_state_dict(). track_diagnostics only records, so it is kept by pickling but not compared.
+_ALGORITHM_OPTIONS = (
+    "weight_decay_method",
+    "nesterov",
+    "correct_bias",
+    "fp32_matmul_prec",
+    "use_eigh",
+    "qr_fp32_matmul_prec",
+    "power_iter_steps",
+    "max_update_rms",
+    "use_kl_shampoo",
+    "correct_shampoo_beta_bias",
+    "dtype",
+    "eps_mode",
+    "eigval_dtype",
+    "factor_matmul",
+)
+_OPTIONS = (*_ALGORITHM_OPTIONS, "track_diagnostics")
+_STATE_TENSORS = ("L", "R", "Q_L", "Q_R", "exp_avg", "exp_avg_sq")
+# What a step checks for overflow before committing (L and R first: eigh reads them).
+_CHECKED = (*_STATE_TENSORS, "update")
 
 
-def _check_unit_interval(name: str, value: object) -> None:
-    if not isinstance(value, int | float) or not (0.0 <= value < 1.0):
-        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
-
-
-class SOAP(Optimizer):
+class SOAP(CheckpointedOptions, Optimizer):
     """SOAP: Adam in the eigenbasis of Shampoo's Kronecker factors (reference version).
 
     Each step, for every 2-D parameter with gradient G (m×n):
@@ -95,8 +114,15 @@ class SOAP(Optimizer):
             approximate eigenvalues used by KL-Shampoo (before clamping), how many were
             clamped, the floor, and ‖ΔF‖_F/‖F‖_F of each factor.
 
+    Numbers may be Python or NumPy scalars (stored as Python floats/ints) but not bools;
+    flags must be bools (a truthy string such as ``"no"`` is refused). The per-group
+    hyperparameters (``lr``, ``betas``, ``shampoo_beta``, ``eps``, ``weight_decay``) are
+    checked here, in :meth:`add_param_group` and again at every :meth:`step`. The options
+    travel with ``copy.deepcopy``/``pickle``/``torch.save`` and in :meth:`state_dict`.
+
     Raises:
-        TypeError: if a parameter is not 2-D, or ``dtype`` is not float32/float64.
+        TypeError: if a parameter is not 2-D, ``dtype`` is not float32/float64, a number is
+            not a real number (or is a bool) or a flag is not a bool.
         ValueError: on an out-of-range hyperparameter or unknown option name.
 
     Example:
@@ -108,6 +134,9 @@ class SOAP(Optimizer):
         >>> sorted(opt.state[w])
         ['L', 'Q_L', 'Q_R', 'R', 'exp_avg', 'exp_avg_sq', 'step']
     """
+
+    _OPTIONS = _OPTIONS
+    _ALGORITHM_OPTIONS = _ALGORITHM_OPTIONS
 
     def __init__(
         self,
@@ -121,9 +150,9 @@ class SOAP(Optimizer):
         weight_decay_method: str = "decoupled",
         nesterov: bool = False,
         correct_bias: bool = True,
-        fp32_matmul_prec: FP32MatmulPrec = "high",
+        fp32_matmul_prec: Literal["highest", "high", "medium"] = "high",
         use_eigh: bool = False,
-        qr_fp32_matmul_prec: FP32MatmulPrec = "high",
+        qr_fp32_matmul_prec: Literal["highest", "high", "medium"] = "high",
         power_iter_steps: int = 1,
         max_update_rms: float = 0.0,
         use_kl_shampoo: bool = False,
@@ -134,17 +163,16 @@ class SOAP(Optimizer):
         factor_matmul: Literal["native", "3xtf32"] = "native",
         track_diagnostics: bool = False,
     ) -> None:
-        if not isinstance(lr, int | float) or not math.isfinite(lr) or lr < 0:
-            raise ValueError(f"lr must be a finite number ≥ 0, got {lr!r}")
-        if not isinstance(betas, tuple | list) or len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-        _check_unit_interval("betas[0]", betas[0])
-        _check_unit_interval("betas[1]", betas[1])
-        _check_unit_interval("shampoo_beta", shampoo_beta)
-        if not isinstance(eps, int | float) or not (eps > 0 and math.isfinite(eps)):
-            raise ValueError(f"eps must be a positive finite number, got {eps!r}")
-        if not isinstance(weight_decay, int | float) or not weight_decay >= 0:
-            raise ValueError(f"weight_decay must be ≥ 0, got {weight_decay!r}")
+        defaults = check_soap_hyperparameters(
+            {
+                "lr": lr,
+                "betas": betas,
+                "shampoo_beta": shampoo_beta,
+                "eps": eps,
+                "weight_decay": weight_decay,
+            },
+            "SOAP",
+        )
         if weight_decay_method not in _WEIGHT_DECAY_METHODS:
             raise ValueError(
                 f"weight_decay_method must be one of {_WEIGHT_DECAY_METHODS}, "
@@ -156,12 +184,14 @@ class SOAP(Optimizer):
         ):
             if prec not in _PRECISIONS:
                 raise ValueError(f"{name} must be one of {_PRECISIONS}, got {prec!r}")
-        if isinstance(power_iter_steps, bool) or not isinstance(power_iter_steps, int):
-            raise ValueError(f"power_iter_steps must be an int ≥ 0, got {power_iter_steps!r}")
-        if power_iter_steps < 0:
-            raise ValueError(f"power_iter_steps must be ≥ 0, got {power_iter_steps}")
-        if not isinstance(max_update_rms, int | float) or not max_update_rms >= 0:
-            raise ValueError(f"max_update_rms must be ≥ 0, got {max_update_rms!r}")
+        values = (nesterov, correct_bias, use_eigh, use_kl_shampoo, track_diagnostics)
+        flags = {name: check_flag(name, v) for name, v in zip(_FLAGS, values, strict=True)}
+        if correct_shampoo_beta_bias is not None:
+            correct_shampoo_beta_bias = check_flag(
+                "correct_shampoo_beta_bias", correct_shampoo_beta_bias
+            )
+        power_iter_steps = check_int("power_iter_steps", power_iter_steps, low=0)
+        max_update_rms = check_real("max_update_rms", max_update_rms, low=0.0)
         if dtype not in (torch.float32, torch.float64):
             raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
         if eigval_dtype not in (None, torch.float32, torch.float64):
@@ -171,15 +201,15 @@ class SOAP(Optimizer):
         if factor_matmul not in ("native", "3xtf32"):
             raise ValueError(f"factor_matmul must be 'native' or '3xtf32', got {factor_matmul!r}")
 
-        self.nesterov = bool(nesterov)
-        self.correct_bias = bool(correct_bias)
+        self.nesterov = flags["nesterov"]
+        self.correct_bias = flags["correct_bias"]
         self.weight_decay_method = weight_decay_method
         self.fp32_matmul_prec = fp32_matmul_prec
-        self.use_eigh = bool(use_eigh)
+        self.use_eigh = flags["use_eigh"]
         self.qr_fp32_matmul_prec = qr_fp32_matmul_prec
         self.power_iter_steps = power_iter_steps
-        self.max_update_rms = float(max_update_rms)
-        self.use_kl_shampoo = bool(use_kl_shampoo)
+        self.max_update_rms = max_update_rms
+        self.use_kl_shampoo = flags["use_kl_shampoo"]
         self.correct_shampoo_beta_bias = (
             self.correct_bias if correct_shampoo_beta_bias is None else correct_shampoo_beta_bias
         )
@@ -187,34 +217,33 @@ class SOAP(Optimizer):
         self.eps_mode = eps_mode
         self.eigval_dtype = dtype if eigval_dtype is None else eigval_dtype
         self.factor_matmul = factor_matmul
-        self.track_diagnostics = bool(track_diagnostics)
+        self.track_diagnostics = flags["track_diagnostics"]
         self.diagnostics: dict[torch.Tensor, dict[str, Any]] = {}
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "shampoo_beta": shampoo_beta,
-            "eps": eps,
-            "weight_decay": weight_decay,
-        }
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a parameter group, rejecting parameters that are not 2-D.
+        """Add a parameter group, checking its parameters and hyperparameters first.
 
         Args:
-            param_group: As for :meth:`torch.optim.Optimizer.add_param_group`.
+            param_group: As for :meth:`torch.optim.Optimizer.add_param_group`; hyperparameters
+                it leaves out come from the constructor's.
 
         Raises:
-            TypeError: if a parameter is not a 2-D tensor.
+            TypeError: if a parameter is not a 2-D tensor, or a hyperparameter is not a real
+                number (bools and tensors are not; NumPy scalars are, stored as floats).
+            ValueError: if a hyperparameter is out of range (see :class:`SOAP`).
         """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
         for p in params:
             if not isinstance(p, torch.Tensor) or p.dim() != 2:
                 shape = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
                 raise TypeError(f"SOAP preconditions 2-D parameters only; got shape {shape}")
-        param_group["params"] = params
-        super().add_param_group(param_group)
+        where = f"param group {len(getattr(self, 'param_groups', []))}"
+        hyper = check_soap_hyperparameters({**self.defaults, **param_group}, where)
+        super().add_param_group({**param_group, **hyper, "params": params})
 
     # -- products ---------------------------------------------------------------------------
 
@@ -236,9 +265,8 @@ class SOAP(Optimizer):
 
     def _update_factors(
         self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
-    ) -> None:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         L, R = state["L"], state["R"]
-        old = (L.clone(), R.clone()) if self.track_diagnostics else None
         if not self.use_kl_shampoo:
             new_L, new_R = self._mm(grad, grad.T), self._mm(grad.T, grad)
         else:
@@ -262,13 +290,13 @@ class SOAP(Optimizer):
             # The left factor is whitened by the right one and vice versa.
             new_L = self._mm(self._mm(grad, whiteners[1]), grad.T)
             new_R = self._mm(self._mm(grad.T, whiteners[0]), grad)
-        L.lerp_(new_L, 1.0 - beta)
-        R.lerp_(new_R, 1.0 - beta)
-        if old is not None:
-            for key, before, after in (("L", old[0], L), ("R", old[1], R)):
+        new_L, new_R = L.lerp(new_L, 1.0 - beta), R.lerp(new_R, 1.0 - beta)
+        if self.track_diagnostics:
+            for key, before, after in (("L", L, new_L), ("R", R, new_R)):
                 size = torch.linalg.matrix_norm(after.double()).item()
                 change = torch.linalg.matrix_norm((after - before).double()).item()
                 diag[f"rel_change_{key}"] = change / size if size > 0 else math.inf
+        return new_L, new_R
 
     @staticmethod
     def _eigh_descending(factor: torch.Tensor) -> torch.Tensor:
@@ -303,9 +331,8 @@ class SOAP(Optimizer):
         self, state: dict[str, Any], g: torch.Tensor, group: dict[str, Any], t: int
     ) -> torch.Tensor:
         beta1, beta2 = group["betas"]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.lerp_(g, 1.0 - beta1)
-        v.lerp_(g.square(), 1.0 - beta2)
+        m = state["exp_avg"] = state["exp_avg"].lerp(g, 1.0 - beta1)
+        v = state["exp_avg_sq"] = state["exp_avg_sq"].lerp(g.square(), 1.0 - beta2)
         c1 = 1.0 - beta1**t if self.correct_bias else 1.0
         c2 = 1.0 - beta2**t if self.correct_bias else 1.0
         if self.nesterov:
@@ -315,18 +342,20 @@ class SOAP(Optimizer):
             numerator = m / c1
         return numerator / ((v / c2).sqrt() + group["eps"])
 
-    def _weight_decay(self, p: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> None:
+    def _decay_factor(self, p: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> float:
+        """The factor weight decay multiplies ``p`` by; "l2" adds to ``grad`` instead."""
         wd, lr = group["weight_decay"], group["lr"]
         if wd == 0:
-            return
+            return 1.0
         if self.weight_decay_method == "decoupled":
-            p.mul_(1.0 - lr * wd)
-        elif self.weight_decay_method == "independent":
-            p.mul_(1.0 - wd)
-        elif self.weight_decay_method == "palm":
-            p.mul_(1.0 - lr * lr * wd)
-        else:  # l2: enters the Adam step, not the factors (they were updated already)
-            grad.add_(p.detach().to(grad.dtype), alpha=wd)
+            return 1.0 - lr * wd
+        if self.weight_decay_method == "independent":
+            return 1.0 - wd
+        if self.weight_decay_method == "palm":
+            return 1.0 - lr * lr * wd
+        # l2: enters the Adam step, not the factors (they were updated already)
+        grad.add_(p.detach().to(grad.dtype), alpha=wd)
+        return 1.0
 
     # -- public API -------------------------------------------------------------------------
 
@@ -347,30 +376,66 @@ class SOAP(Optimizer):
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
         """Take one optimization step for every parameter that has a gradient.
 
+        All or nothing: every group's hyperparameters and every gradient are checked first,
+        then every parameter's new state and update are computed without touching the old
+        ones, and only when all of them are finite are they committed. A failed step leaves
+        parameters, state and step counters as they were (at the cost of holding one new
+        state per parameter until the commit).
+
         Args:
             closure: Not supported; must be ``None``.
 
         Raises:
-            ValueError: if a closure is given, or a gradient contains NaN or inf.
-            TypeError: if a parameter is not 2-D.
+            ValueError: if a closure is given, a gradient contains NaN or inf, a group's
+                hyperparameter is out of range, or the step would make a parameter's state
+                or update non-finite (a finite gradient spike whose square overflows the
+                state's dtype; use ``dtype=torch.float64`` or clip the gradient).
+            TypeError: if a parameter is not 2-D or a group's hyperparameter is not a number.
         """
         if closure is not None:
             raise ValueError("SOAP does not support a closure; call step() after backward()")
-        for group in self.param_groups:
-            for p in group["params"]:
+        work = []
+        for gi, group in enumerate(self.param_groups):
+            hyper = check_soap_hyperparameters(group, f"param group {gi}")
+            for pi, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue
+                where = f"parameter {pi} of param group {gi}, shape {tuple(p.shape)}"
                 if p.dim() != 2:
-                    raise TypeError(f"SOAP preconditions 2-D parameters only; got {p.shape}")
-                if not torch.isfinite(p.grad).all():
-                    raise ValueError(f"gradient of a {tuple(p.shape)} parameter has NaN or inf")
-                self._step_one(p, group)
+                    raise TypeError(f"SOAP preconditions 2-D parameters only; got {where}")
+                work.append((p, hyper, where))
+        # One host sync for all gradients, and one for all new states below: a check per
+        # parameter would stall a GPU once per parameter and step.
+        if work:
+            finite = torch.stack([torch.isfinite(p.grad).all() for p, _, _ in work]).tolist()
+            for (_, _, where), ok in zip(work, finite, strict=True):
+                if not ok:
+                    raise ValueError(f"gradient of {where} has NaN or inf")
+        updates = [(p, hyper, *self._compute_step(p, hyper, where)) for p, hyper, where in work]
+        if updates:
+            flags = torch.stack([u[2]["_finite"] for u in updates]).tolist()
+            for (p, _, new_state, _, _, _), row in zip(updates, flags, strict=True):
+                if not all(row):
+                    self._refuse_non_finite(new_state, row, p.grad, new_state["_where"])
+        for p, hyper, new_state, decay, update, diag in updates:
+            del new_state["_finite"], new_state["_where"], new_state["update"]
+            if decay != 1.0:
+                p.mul_(decay)
+            p.add_(update.to(p.dtype), alpha=-hyper["lr"])
+            self.state[p].update(new_state)
+            if self.track_diagnostics:
+                self.diagnostics[p] = diag
 
-    def _step_one(self, p: torch.Tensor, group: dict[str, Any]) -> None:
+    def _compute_step(
+        self, p: torch.Tensor, group: dict[str, Any], where: str
+    ) -> tuple[dict[str, Any], float, torch.Tensor, dict[str, Any]]:
+        """One parameter's new state, weight-decay factor, update and diagnostics.
+
+        Reads ``self.state[p]`` and ``p`` but writes neither; raises before the commit if
+        anything it produced is not finite.
+        """
         grad = p.grad.detach().to(self.dtype, copy=True)
-        state = self.state[p]
-        if not state:
-            state.update(self._init_state(p))
+        state = dict(self.state[p]) or self._init_state(p)
         t = state["step"] + 1  # 1-based, for the bias corrections
         beta = group["shampoo_beta"]
         if self.correct_shampoo_beta_bias:
@@ -379,10 +444,17 @@ class SOAP(Optimizer):
         diag: dict[str, Any] = {}
 
         with matmul_precision(self.fp32_matmul_prec):
-            self._update_factors(state, grad, beta, group["eps"], diag)
-        with matmul_precision(self.qr_fp32_matmul_prec):
-            self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
-        self._weight_decay(p, grad, group)
+            state["L"], state["R"] = self._update_factors(state, grad, beta, group["eps"], diag)
+        try:
+            with matmul_precision(self.qr_fp32_matmul_prec):
+                self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
+        except (torch.linalg.LinAlgError, RuntimeError):
+            # eigh fails on an overflowed factor with an unhelpful LinAlgError; say why.
+            finite = [bool(torch.isfinite(state[key]).all()) for key in _CHECKED[:2]]
+            if not all(finite):
+                self._refuse_non_finite({**state, "_where": where}, finite, grad, where)
+            raise
+        decay = self._decay_factor(p, grad, group)
         Q_L, Q_R = state["Q_L"], state["Q_R"]
         with matmul_precision(self.fp32_matmul_prec):
             g_rot = Q_L.T @ grad @ Q_R
@@ -392,10 +464,26 @@ class SOAP(Optimizer):
         if self.max_update_rms > 0:
             rms = update.square().mean().sqrt()
             update.mul_((self.max_update_rms / (rms + 1e-7)).clamp(max=1.0))
-        p.add_(update.to(p.dtype), alpha=-group["lr"])
-        state["step"] += 1
-        if self.track_diagnostics:
-            self.diagnostics[p] = diag
+        state["update"] = update
+        # Checked by step() for all parameters at once, before anything is committed.
+        state["_finite"] = torch.stack([torch.isfinite(state[key]).all() for key in _CHECKED]).to(
+            update.device
+        )
+        state["_where"] = where
+        state["step"] = t
+        return state, decay, update, diag
+
+    def _refuse_non_finite(
+        self, state: dict[str, Any], finite: list[bool], grad: torch.Tensor, where: str
+    ) -> None:
+        bad = [key for key, ok in zip(_CHECKED, finite, strict=False) if not ok]
+        if bad:
+            top = grad.abs().max().item()
+            raise ValueError(
+                f"SOAP step refused for {where}: {', '.join(bad)} would overflow "
+                f"{str(self.dtype).removeprefix('torch.')} (largest |gradient| entry {top:.3g}). "
+                "Nothing was updated. Clip or rescale the gradient, or use dtype=torch.float64."
+            )
 
 
 class REKLS(SOAP):

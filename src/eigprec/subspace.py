@@ -8,7 +8,10 @@ separated from the rest of the spectrum by a stated gap — the case in which th
 sin θ theorem (Davis & Kahan, 1970) makes the subspace stable under perturbation.
 
 All computations run in float64 whatever the input dtype, so the measuring instrument is
-never the limiting precision.
+never the limiting precision. Bases are accepted when their columns are orthonormal to the
+rounding of their own dtype (a tolerance that grows with the dtype's machine epsilon and
+the number of rows) and are then re-orthonormalised in float64, so that this rounding slack
+is not reported as an angle: identical spans give 0.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from eigprec._args import check_flag, check_int, check_real
 
 __all__ = [
     "ClusterAngle",
@@ -28,9 +33,13 @@ __all__ = [
     "top1_angle",
 ]
 
-# Columns count as orthonormal when ‖AᵀA − I‖_max is below this; float32 QR and eigh
-# outputs sit near 1e-6, so the slack only rejects matrices that are not bases at all.
-_ORTHONORMAL_TOL = 1e-3
+# Columns count as orthonormal when ‖AᵀA − I‖_max ≤ 32 · max(n, p) · eps(dtype): Householder
+# QR and eigh bases sit near √n · eps, so a factor of 32 · n only refuses matrices that
+# are not bases for their precision (a float32 basis scaled by 1 + 1e-3, say). The cap keeps
+# the columns well conditioned (singular values within √(1 ± 0.1)) for bfloat16/float16,
+# whose eps would otherwise allow anything.
+_ORTHONORMAL_FACTOR = 32.0
+_ORTHONORMAL_CAP = 0.1
 
 
 def _as_float64_matrix(x: object, name: str) -> torch.Tensor:
@@ -50,17 +59,39 @@ def _as_float64_matrix(x: object, name: str) -> torch.Tensor:
     return x
 
 
-def _check_orthonormal(x: torch.Tensor, name: str) -> None:
+def _check_orthonormal(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+    """Refuse ``x`` (float64) unless its columns are orthonormal to ``dtype``'s rounding."""
     if x.shape[1] > x.shape[0]:
         raise ValueError(
             f"{name} has more columns than rows ({tuple(x.shape)}); it cannot have "
             "orthonormal columns"
         )
+    # At least float32's slack: a float64 copy of a float32 basis (what optimizers keep) is
+    # common, and _angles re-orthonormalises, so that slack never shows as an angle.
+    eps = max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+    tol = min(_ORTHONORMAL_FACTOR * x.shape[0] * eps, _ORTHONORMAL_CAP)
     defect = (x.T @ x - torch.eye(x.shape[1], dtype=x.dtype)).abs().max().item()
-    if defect > _ORTHONORMAL_TOL:
+    if defect > tol:
         raise ValueError(
-            f"{name} must have orthonormal columns; max |{name}ᵀ{name} − I| = {defect:.3g}"
+            f"{name} must have orthonormal columns; max |{name}ᵀ{name} − I| = {defect:.3g} "
+            f"exceeds {tol:.3g}, the rounding slack allowed for {dtype} with {x.shape[0]} rows"
         )
+
+
+def _angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Principal angles in radians between the spans of two checked float64 bases."""
+    # Re-orthonormalising in float64 keeps the same spans but removes the input dtype's
+    # slack, which would otherwise appear as an angle (≈ 0.05° at a 1e-3 defect).
+    A, B = torch.linalg.qr(A).Q, torch.linalg.qr(B).Q
+    if B.shape[1] > A.shape[1]:
+        A, B = B, A  # angles are symmetric; (I − AAᵀ)B below needs q ≤ p
+    # [show:angles]
+    cosines = torch.linalg.svdvals(A.T @ B).clamp(0.0, 1.0)  # descending
+    from_cos = torch.arccos(cosines)  # ascending
+    sines = torch.linalg.svdvals(B - A @ (A.T @ B)).clamp(0.0, 1.0).flip(0)  # ascending
+    from_sin = torch.arcsin(sines)
+    return torch.where(cosines > math.sqrt(0.5), from_sin, from_cos)
+    # [/show:angles]
 
 
 def _to_unit(angles: torch.Tensor, degrees: bool) -> torch.Tensor:
@@ -77,15 +108,17 @@ def principal_angles(A: torch.Tensor, B: torch.Tensor, degrees: bool = True) -> 
     combination of the two).
 
     Args:
-        A: ``(n, p)`` tensor with orthonormal columns (a vector is treated as one column).
-        B: ``(n, q)`` tensor with orthonormal columns.
+        A: ``(n, p)`` tensor with orthonormal columns (a vector is treated as one column):
+            ``‖AᵀA − I‖_max ≤ 32 · n · eps(A.dtype)`` (at most 0.1). The columns are
+            re-orthonormalised in float64 first, so identical spans give exactly 0.
+        B: ``(n, q)`` tensor with orthonormal columns, likewise.
         degrees: Return degrees (default) instead of radians.
 
     Returns:
         The ``min(p, q)`` principal angles in ascending order, float64 on the CPU.
 
     Raises:
-        TypeError: if an argument is not a floating-point tensor.
+        TypeError: if ``A`` or ``B`` is not a floating-point tensor, or ``degrees`` not a bool.
         ValueError: on mismatched row counts, NaN/inf entries or non-orthonormal columns.
 
     Example:
@@ -94,37 +127,34 @@ def principal_angles(A: torch.Tensor, B: torch.Tensor, degrees: bool = True) -> 
         >>> principal_angles(e[:, :2], e[:, 1:]).tolist()
         [0.0, 90.0]
     """
-    A = _as_float64_matrix(A, "A")
-    B = _as_float64_matrix(B, "B")
-    if A.shape[0] != B.shape[0]:
-        raise ValueError(f"A and B must have the same number of rows, got {A.shape} and {B.shape}")
-    _check_orthonormal(A, "A")
-    _check_orthonormal(B, "B")
-    if B.shape[1] > A.shape[1]:
-        A, B = B, A  # angles are symmetric; (I − AAᵀ)B below needs q ≤ p
-    cosines = torch.linalg.svdvals(A.T @ B).clamp(0.0, 1.0)  # descending
-    from_cos = torch.arccos(cosines)  # ascending
-    sines = torch.linalg.svdvals(B - A @ (A.T @ B)).clamp(0.0, 1.0).flip(0)  # ascending
-    from_sin = torch.arcsin(sines)
-    angles = torch.where(cosines > math.sqrt(0.5), from_sin, from_cos)
-    return _to_unit(angles, degrees)
+    degrees = check_flag("degrees", degrees)
+    A64, B64 = _as_float64_matrix(A, "A"), _as_float64_matrix(B, "B")
+    if A64.shape[0] != B64.shape[0]:
+        raise ValueError(
+            f"A and B must have the same number of rows, got {A64.shape} and {B64.shape}"
+        )
+    _check_orthonormal(A64, "A", A.dtype)
+    _check_orthonormal(B64, "B", B.dtype)
+    return _to_unit(_angles(A64, B64), degrees)
 
 
 def subspace_angle(A: torch.Tensor, B: torch.Tensor, k: int, degrees: bool = True) -> float:
     """Largest principal angle between the spans of the first ``k`` columns of A and B.
 
     Args:
-        A: ``(n, p)`` orthonormal columns, ``p ≥ k``.
+        A: ``(n, p)`` orthonormal columns, ``p ≥ k`` (a vector is one column).
         B: ``(n, q)`` orthonormal columns, ``q ≥ k``.
-        k: Number of leading columns to compare.
+        k: Number of leading columns to compare (a Python or NumPy integer).
         degrees: Degrees (default) or radians.
 
     Returns:
         The largest principal angle, a Python float.
 
     Raises:
-        ValueError: if ``k`` is not a positive integer within both column counts, plus the
-            errors of :func:`principal_angles`.
+        TypeError: if ``k`` is not an integer (bools are not), plus the errors of
+            :func:`principal_angles`.
+        ValueError: if ``k < 1`` or exceeds a column count, plus the errors of
+            :func:`principal_angles`.
 
     Example:
         >>> import torch
@@ -132,12 +162,16 @@ def subspace_angle(A: torch.Tensor, B: torch.Tensor, k: int, degrees: bool = Tru
         >>> round(subspace_angle(q, q[:, [1, 0, 2, 3, 4, 5]], k=2), 6)
         0.0
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = check_int("k", k, low=1)
+    degrees = check_flag("degrees", degrees)
     for name, x in (("A", A), ("B", B)):
-        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] < k:
-            raise ValueError(f"{name} has {x.shape[1]} columns, fewer than k={k}")
-    return principal_angles(A[:, :k], B[:, :k], degrees=degrees).max().item()
+        _as_float64_matrix(x, name)  # type, dtype and shape errors before any slicing
+        columns = x.shape[1] if x.dim() == 2 else 1  # type: ignore[union-attr]
+        if columns < k:
+            raise ValueError(f"{name} has {columns} columns, fewer than k={k}")
+    A_k = A[:, :k] if A.dim() == 2 else A
+    B_k = B[:, :k] if B.dim() == 2 else B
+    return principal_angles(A_k, B_k, degrees=degrees).max().item()
 
 
 def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
@@ -147,7 +181,8 @@ def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
     [0°, 90°]. Vectors need not be normalised.
 
     Args:
-        a: A vector, or a matrix whose first column is used.
+        a: A vector, or a matrix whose first column is used (a ``(1, n)`` matrix, whose
+            first column has length 1, is refused: it is almost surely a row vector).
         b: Same, with the same length.
         degrees: Degrees (default) or radians.
 
@@ -155,22 +190,34 @@ def top1_angle(a: torch.Tensor, b: torch.Tensor, degrees: bool = True) -> float:
         The angle as a Python float.
 
     Raises:
-        TypeError: if an argument is not a floating-point tensor.
-        ValueError: on mismatched lengths, NaN/inf or a zero vector.
+        TypeError: if an argument is not a floating-point tensor, or ``degrees`` not a bool.
+        ValueError: on mismatched lengths, a one-row matrix, NaN/inf or a zero vector.
 
     Example:
         >>> import torch
         >>> round(top1_angle(torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1.0])), 9)
         45.0
     """
-    u = _as_float64_matrix(a, "a")[:, 0]
-    v = _as_float64_matrix(b, "b")[:, 0]
+    degrees = check_flag("degrees", degrees)
+    columns = []
+    for name, x in (("a", a), ("b", b)):
+        x64 = _as_float64_matrix(x, name)
+        if x.dim() == 2 and x.shape[0] == 1 and x.shape[1] > 1:  # type: ignore[union-attr]
+            raise ValueError(
+                f"{name} is a {tuple(x.shape)} matrix with one row: its first column has "
+                "length 1, so every angle would be 0; pass a vector or an (n, 1) column"
+            )
+        columns.append(x64[:, 0])
+    u, v = columns
     if u.shape != v.shape:
         raise ValueError(f"a and b must have the same length, got {u.numel()} and {v.numel()}")
-    nu, nv = torch.linalg.vector_norm(u), torch.linalg.vector_norm(v)
-    if nu == 0 or nv == 0:
+    mu, mv = u.abs().max(), v.abs().max()
+    if mu == 0 or mv == 0:
         raise ValueError("a zero vector spans no line; its angle is undefined")
-    u, v = u / nu, v / nv
+    # Scaled to max |entry| = 1 first: the norm of a vector near float64's range would
+    # overflow (reporting 90°) and that of a subnormal one underflow to 0.
+    u, v = u / mu, v / mv
+    u, v = u / torch.linalg.vector_norm(u), v / torch.linalg.vector_norm(v)
     # atan2(‖u − (u·v)v‖, |u·v|) keeps full accuracy at both small and right angles.
     c = torch.dot(u, v)
     s = torch.linalg.vector_norm(u - c * v)
@@ -185,17 +232,22 @@ def eigenvalue_clusters(eigenvalues: torch.Tensor, rel_gap: float) -> list[tuple
     interest (rounding in a matrix product, a gradient spike) are proportional to the size of
     the whole matrix, not of the individual eigenvalue.
 
+    Exactly equal eigenvalues are never split, so a spectrum of scale 0 (all zero) is one
+    cluster, whatever ``rel_gap · max|λ|`` rounds to.
+
     Args:
         eigenvalues: 1-D tensor sorted in either ascending or descending order.
-        rel_gap: Relative gap that separates clusters, ``0 < rel_gap``.
+        rel_gap: Relative gap that separates clusters, ``0 < rel_gap`` (a Python or NumPy
+            number, not a bool).
 
     Returns:
         Half-open index ranges ``(start, stop)`` covering all indices in order.
 
     Raises:
-        TypeError: if ``eigenvalues`` is not a floating-point tensor.
+        TypeError: if ``eigenvalues`` is not a floating-point tensor or ``rel_gap`` not a
+            real number.
         ValueError: if it is not 1-D, is empty, contains NaN/inf, is unsorted, or if
-            ``rel_gap`` is not positive.
+            ``rel_gap`` is not positive and finite.
 
     Example:
         >>> import torch
@@ -204,11 +256,11 @@ def eigenvalue_clusters(eigenvalues: torch.Tensor, rel_gap: float) -> list[tuple
         [(0, 2), (2, 3), (3, 5)]
     """
     lam = _check_eigenvalues(eigenvalues)
-    if not (isinstance(rel_gap, int | float) and math.isfinite(rel_gap) and rel_gap > 0):
-        raise ValueError(f"rel_gap must be a positive finite number, got {rel_gap!r}")
-    scale = lam.abs().max().item()
-    gaps = (lam[1:] - lam[:-1]).abs()
-    cuts = [0, *(i + 1 for i in range(gaps.numel()) if gaps[i].item() >= rel_gap * scale)]
+    rel_gap = check_real("rel_gap", rel_gap, low=0.0, low_open=True)
+    threshold = rel_gap * lam.abs().max().item()
+    gaps = (lam[1:] - lam[:-1]).abs().tolist()
+    # gap > 0 as well: at scale 0 (or a threshold that underflows) every gap would pass.
+    cuts = [0, *(i + 1 for i, gap in enumerate(gaps) if gap > 0 and gap >= threshold)]
     return list(zip(cuts, [*cuts[1:], lam.numel()], strict=True))
 
 
@@ -278,6 +330,8 @@ def cluster_angles(
         One :class:`ClusterAngle` per cluster, in column order.
 
     Raises:
+        TypeError: if ``degrees`` is not a bool, plus the errors of :func:`principal_angles`
+            and :func:`eigenvalue_clusters`.
         ValueError: if the shapes disagree, plus the errors of :func:`principal_angles` and
             :func:`eigenvalue_clusters`.
 
@@ -288,6 +342,7 @@ def cluster_angles(
         >>> [c.angle for c in cluster_angles(q, r, torch.tensor([2.0, 2.0, 1.0]), 0.1)]
         [0.0, 0.0]
     """
+    degrees = check_flag("degrees", degrees)
     A = _as_float64_matrix(Q_a, "Q_a")
     B = _as_float64_matrix(Q_b, "Q_b")
     lam = _check_eigenvalues(eigenvalues)
@@ -296,8 +351,8 @@ def cluster_angles(
             f"Q_a {tuple(A.shape)}, Q_b {tuple(B.shape)} and eigenvalues {tuple(lam.shape)} "
             "must agree in their number of columns"
         )
-    _check_orthonormal(A, "Q_a")
-    _check_orthonormal(B, "Q_b")
+    _check_orthonormal(A, "Q_a", Q_a.dtype)
+    _check_orthonormal(B, "Q_b", Q_b.dtype)
     out = []
     for start, stop in eigenvalue_clusters(lam, rel_gap):
         inside = lam[start:stop]
@@ -306,7 +361,7 @@ def cluster_angles(
             gap = (outside[:, None] - inside[None, :]).abs().min().item()
         else:
             gap = math.inf
-        angle = principal_angles(A[:, start:stop], B[:, start:stop], degrees=degrees).max()
+        angle = _to_unit(_angles(A[:, start:stop], B[:, start:stop]), degrees).max()
         out.append(
             ClusterAngle(
                 start=start,
@@ -338,6 +393,8 @@ def davis_kahan_bound(perturbation_norm: float, gap: float, degrees: bool = True
         The bound on the largest principal angle.
 
     Raises:
+        TypeError: if ``perturbation_norm`` or ``gap`` is not a real number (bools and tensors
+            are not; NumPy scalars are), or ``degrees`` is not a bool.
         ValueError: if ``perturbation_norm`` is negative or not finite, or ``gap`` is not a
             positive number.
 
@@ -345,12 +402,9 @@ def davis_kahan_bound(perturbation_norm: float, gap: float, degrees: bool = True
         >>> round(davis_kahan_bound(0.1, 1.1), 4)
         5.7392
     """
-    if not (isinstance(perturbation_norm, int | float) and math.isfinite(perturbation_norm)):
-        raise ValueError(f"perturbation_norm must be a finite number, got {perturbation_norm!r}")
-    if perturbation_norm < 0:
-        raise ValueError(f"perturbation_norm must be ≥ 0, got {perturbation_norm}")
-    if not (isinstance(gap, int | float) and gap > 0 and not math.isnan(gap)):
-        raise ValueError(f"gap must be a positive number, got {gap!r}")
+    perturbation_norm = check_real("perturbation_norm", perturbation_norm, low=0.0)
+    gap = check_real("gap", gap, low=0.0, low_open=True, finite=False)
+    degrees = check_flag("degrees", degrees)
     if perturbation_norm >= gap:
         angle = math.pi / 2
     else:

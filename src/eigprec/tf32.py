@@ -7,12 +7,23 @@ significant bits fit into float32's 24), so a TF32 matmul equals a float32 matmu
 operands rounded to TF32, accumulated in float32. That identity is what
 :func:`emulate_tf32` relies on.
 
-Which knob turns TF32 on? On torch >= 2.9 cuBLAS reads one value only,
-``torch.backends.cuda.matmul.fp32_precision`` (``"tf32"`` or not), which
-``torch.set_float32_matmul_precision('high' | 'medium')``, the legacy
-``torch.backends.cuda.matmul.allow_tf32 = True`` and the generic
-``torch.backends.fp32_precision = "tf32"`` all feed. On older torch the legacy flag is
-the only one. :func:`tf32_matmul_enabled` reads it the same way.
+Which knob turns TF32 on? cuBLAS reads the effective
+``torch.backends.cuda.matmul.fp32_precision`` (``"none"`` inherits from
+``torch.backends.cudnn.fp32_precision``, then ``torch.backends.fp32_precision``);
+``torch.set_float32_matmul_precision('high' | 'medium')`` and the legacy
+``torch.backends.cuda.matmul.allow_tf32 = True`` set it too, together with ATen's
+legacy level. The two are not interchangeable: on torch 2.13, setting only
+``torch.backends.cuda.matmul.fp32_precision = "tf32"`` leaves the legacy level at
+'highest', and from then on ``torch.get_float32_matmul_precision()`` and the
+``allow_tf32`` getter raise ``RuntimeError`` (ATen ``Context::allowTF32CuBLAS`` checks
+that old and new settings agree) until a legacy setter is called.
+:func:`tf32_matmul_enabled` reads the new setting and never raises. Two environment
+variables act before any of this: ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (set in
+NVIDIA's NGC containers) makes torch start at 'high' instead of 'highest', and
+``NVIDIA_TF32_OVERRIDE=0`` makes NVIDIA's libraries ignore TF32 requests altogether
+(:func:`eigprec.describe_runtime` reports both). Convolutions have their own switch,
+``torch.backends.cudnn.allow_tf32`` (new API: ``torch.backends.cudnn.conv.fp32_precision``),
+which is on by default, even at 'highest'.
 
 'medium' is emulated as TF32: torch records it as cuBLAS matmul precision ``"tf32"``,
 the value cuBLAS reads (``python -m eigprec.bench tf32`` checks this on a real GPU).
@@ -22,17 +33,20 @@ there instead, so it models the GPU, not that CPU path.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from eigprec._context import reusable
+
+from . import _tf32_dispatch
+from .precision import _effective, _pinned
 
 __all__ = [
     "ROUNDINGS",
     "TF32_MANTISSA_BITS",
+    "BackwardAfterExitWarning",
     "emulate_tf32",
     "has_real_tf32",
     "is_tf32_capability",
@@ -53,6 +67,7 @@ ROUNDINGS = ("rna", "rne", "rz")
 _DROPPED_BITS = 23 - TF32_MANTISSA_BITS
 _KEEP_MASK = -(1 << _DROPPED_BITS)  # 0xFFFFE000 as a signed int32
 _HALF_ULP = 1 << (_DROPPED_BITS - 1)  # 0x1000
+_MAX_TF32 = (2 - 2**-TF32_MANTISSA_BITS) * 2.0**127
 
 
 def _check_rounding(rounding: object) -> str:
@@ -61,7 +76,7 @@ def _check_rounding(rounding: object) -> str:
     return rounding
 
 
-def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
+def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Tensor:
     # Rounding the magnitude field of the IEEE pattern as an integer is exact for
     # normal and subnormal numbers alike: a carry out of the mantissa increments the
     # exponent (the next binade, or +-inf past the largest finite value), and the sign
@@ -82,21 +97,38 @@ def _round_bits(x: torch.Tensor, rounding: str) -> torch.Tensor:
     # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
     # even -0.0). On the CPU a NaN makes the sum NaN, so one read-only reduction screens
     # for them and the select runs only when needed (also on inf + -inf, harmlessly).
-    # On a GPU that screen would be a host synchronisation, so the select always runs.
-    if x.device.type != "cpu" or (x.numel() and bool(torch.isnan(x.sum()))):
+    # On a GPU that screen would be a host synchronisation, and under torch.func
+    # transforms data-dependent control flow is refused, so there the select always runs.
+    if not screen or x.device.type != "cpu" or (x.numel() and bool(torch.isnan(x.sum()))):
         result = torch.where(torch.isnan(x), x, result)
     return result
 
 
 class _RoundTF32(torch.autograd.Function):
     # Straight-through gradient: TF32 rounding is a storage effect, not part of the model.
+    # setup_context and a branch-free forward make it usable under torch.func
+    # (vmap, grad, jvp), with the vmap rule generated from the forward.
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, rounding: str) -> torch.Tensor:
-        return _round_bits(x, rounding)
+    def forward(x: torch.Tensor, rounding: str) -> torch.Tensor:
+        return _round_bits(x, rounding, screen=False)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        pass
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
+
+    @staticmethod
+    def jvp(ctx: Any, x_tangent: torch.Tensor, _: None) -> torch.Tensor:
+        return x_tangent
+
+
+def _under_functorch() -> bool:
+    return torch._C._functorch.peek_interpreter_stack() is not None
 
 
 def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
@@ -109,7 +141,8 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
     mantissa bits), carries into the next binade and overflow to +-inf beyond the
     largest TF32 value ``(2 - 2**-10) * 2**127`` behave as IEEE rounding prescribes;
     NaN and +-inf are returned unchanged. Works on any device and shape; the
-    gradient, if any, passes straight through.
+    gradient, if any, passes straight through (also under ``torch.func.grad``,
+    ``jvp`` and ``vmap``, which it supports).
 
     Args:
         x: float32 tensor.
@@ -121,7 +154,7 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
 
     Raises:
         TypeError: if ``x`` is not a float32 tensor.
-        ValueError: if ``rounding`` is not one of :data:`ROUNDINGS`.
+        ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
 
     Example:
         >>> import torch
@@ -133,7 +166,7 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
     if x.dtype != torch.float32:
         raise TypeError(f"round_tf32 expects a float32 tensor, got dtype {x.dtype}")
     _check_rounding(rounding)
-    if x.requires_grad and torch.is_grad_enabled():
+    if _under_functorch() or (x.requires_grad and torch.is_grad_enabled()):
         return _RoundTF32.apply(x, rounding)
     return _round_bits(x.detach(), rounding)
 
@@ -142,8 +175,15 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Split a float32 tensor into a TF32 ``big`` part and a TF32 ``small`` remainder.
 
     ``big = round_tf32(x, "rne")`` and ``small = round_tf32(x - big, "rne")``;
-    ``x - big`` is exact in float32, so ``big + small`` matches ``x`` to about 22 of
-    its 24 significant bits (relative error at most ``2**-22`` for normal numbers).
+    ``x - big`` is exact in float32, so (summed exactly) ``big + small`` matches
+    ``x`` to 23 of its 24 significant bits: the relative error is at most ``2**-23``
+    for ``2**-114 <= |x| <= (2 - 2**-10) * 2**127`` (below, the remainder is
+    subnormal and TF32's fixed subnormal spacing ``2**-136`` bounds the absolute error
+    instead). Magnitudes above the largest TF32 value, which would round to inf, keep
+    ``big`` at that value instead (the largest float32 splits into
+    ``(2 - 2**-10) * 2**127`` and ``2**117``), with an absolute error of at most
+    ``2**105``, a hair above ``2**-23`` relative; +-inf splits into ``(+-inf, 0)``
+    and NaN into ``(NaN, NaN)``.
 
     Args:
         x: float32 tensor.
@@ -160,11 +200,17 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         >>> (big.item(), small.item() == 2**-20)
         (1.0, True)
     """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        what = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"split_tf32 expects a float32 tensor, got {what}")
+    # Clamping keeps finite values from rounding to inf (the clamp changes only values
+    # beyond the largest TF32 number, which then truncate to it); infinities pass.
+    finite = torch.isfinite(x)
     # [show:split]
-    big = round_tf32(x, "rne")
-    small = round_tf32(x - big, "rne")
+    big = round_tf32(torch.where(finite, x.clamp(-_MAX_TF32, _MAX_TF32), x), "rne")
+    small = round_tf32(torch.where(finite, x - big, torch.zeros_like(x)), "rne")
     # [/show:split]
-    return big, small
+    return big, torch.where(torch.isnan(x), x, small)
 
 
 def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -172,7 +218,10 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     With ``a = a_big + a_small`` and ``b = b_big + b_small`` (:func:`split_tf32`), the
     result is ``a_big @ b_big + (a_big @ b_small + a_small @ b_big)``; the dropped
-    ``a_small @ b_small`` is about ``2**-22`` times the product. Every operand is
+    ``a_small @ b_small`` is at most about ``2**-22`` times the product (each small
+    part is at most ``2**-11`` of its value). Infinite operands and overflow give inf
+    (or NaN) where the float32 product does: where ``a_big @ b_big`` is not finite it
+    is returned as is, so the correction products (``inf * 0``) add no NaN. Every operand is
     already representable in TF32, so each of the three matmuls is exact up to float32
     accumulation whichever way the matmul runs: real TF32 tensor cores (their input
     conversion leaves TF32 values unchanged), :func:`emulate_tf32` (rounding is the
@@ -212,15 +261,17 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a_big, a_small = split_tf32(a)
     b_big, b_small = split_tf32(b)
     corrections = torch.matmul(a_big, b_small) + torch.matmul(a_small, b_big)
-    return torch.matmul(a_big, b_big) + corrections
+    main = torch.matmul(a_big, b_big)
+    return torch.where(torch.isfinite(main), main + corrections, main)
     # [/show:products]
 
 
 def tf32_matmul_enabled() -> bool:
     """Whether torch's current settings make cuBLAS run float32 matmuls in TF32.
 
-    Reads ``torch.backends.cuda.matmul.fp32_precision == "tf32"`` where it exists
-    (torch >= 2.9: the value cuBLAS itself consults; it follows
+    Reads the effective ``torch.backends.cuda.matmul.fp32_precision == "tf32"``
+    where it exists (torch >= 2.9: the value cuBLAS itself consults, ``"none"``
+    inheriting from its parents; it follows
     ``set_float32_matmul_precision``, the legacy ``allow_tf32`` flag and the generic
     ``torch.backends.fp32_precision``), else the legacy ``allow_tf32`` flag. Unlike
     ``torch.get_float32_matmul_precision()`` it never raises when old and new APIs
@@ -236,17 +287,18 @@ def tf32_matmul_enabled() -> bool:
         False
     """
     matmul = torch.backends.cuda.matmul
-    precision = getattr(matmul, "fp32_precision", None)
-    if precision is not None:
-        return precision == "tf32"
-    return bool(matmul.allow_tf32)
+    if not hasattr(matmul, "fp32_precision"):
+        return bool(matmul.allow_tf32)
+    paths = (("cuda", "matmul", "fp32_precision"), ("cudnn", "fp32_precision"), ("fp32_precision",))
+    return _effective(*paths) == "tf32"
 
 
 def has_real_tf32(device: torch.device | str) -> bool:
     """Whether float32 matmuls on ``device`` can run on TF32 tensor cores.
 
     True for CUDA devices of compute capability 8.0 or higher (Ampere and later) in a
-    CUDA (not ROCm) build of torch; False for the CPU and everything else.
+    CUDA (not ROCm) build of torch; False for the CPU, for "cuda" where no CUDA device
+    is available (a CPU-only build included) and everything else.
 
     Args:
         device: a torch device or device string.
@@ -259,7 +311,7 @@ def has_real_tf32(device: torch.device | str) -> bool:
         False
     """
     device = torch.device(device)
-    if device.type != "cuda":
+    if device.type != "cuda" or not torch.cuda.is_available():
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
     return is_tf32_capability(_capability(index))
@@ -295,96 +347,20 @@ def _capability(index: int) -> tuple[int, int]:
     return _CAPABILITIES[index]
 
 
-# --- the emulating mode -------------------------------------------------------------
+# --- the emulating mode (its machinery lives in _tf32_dispatch) --------------------------
 
-# The mode works at the level of ATen operators, below autograd, autocast and the
-# Python-level wrappers: `@`, `matmul`, `einsum`, `tensordot`, `linear`, `multi_dot`,
-# `cdist`, attention's math path and autograd's own backward products all reach the
-# GEMM kernels below, so rounding there treats every real GEMM (intermediate
-# products of a chain included) as cuBLAS does, and nothing else: `mv` and `dot` run
-# on CUDA cores without TF32 on a GPU, reductions are not products, and autocast has
-# already cast to fp16/bf16 by the time an op arrives here.
-_aten = torch.ops.aten
-
-# ATen GEMM overload packet -> positions of the multiplied operands (the additive
-# `self` of addmm-style ops is not multiplied and stays float32, as in cuBLAS).
-_GEMMS: dict[Any, tuple[int, ...]] = {
-    _aten.mm: (0, 1),
-    _aten.bmm: (0, 1),
-    _aten.addmm: (1, 2),
-    _aten.addmm_: (1, 2),
-    _aten.baddbmm: (1, 2),
-    _aten.baddbmm_: (1, 2),
-    _aten.addbmm: (1, 2),
-    _aten.addbmm_: (1, 2),
-    _aten._addmm_activation: (1, 2),
-}
-
-# Set while an emulating mode decides about and runs one GEMM, so that an outer
-# emulating mode (nested contexts) leaves the decision to the innermost one.
-_DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
+BackwardAfterExitWarning = _tf32_dispatch.BackwardAfterExitWarning
 
 
-class _TF32EmulationMode(TorchDispatchMode):
-    def __init__(self, rounding: str, force: bool) -> None:
-        super().__init__()
-        self.rounding = rounding
-        self.force = force
-
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        operands = _GEMMS.get(func.overloadpacket)
-        if operands is None or _DECIDED.get():
-            return func(*args, **kwargs)
-        token = _DECIDED.set(True)
-        try:
-            if self._wants(args, operands):
-                args = tuple(
-                    _round_bits(a, self.rounding) if i in operands else a
-                    for i, a in enumerate(args)
-                )
-                with _ieee_cpu_matmul(args[operands[0]]):
-                    return func(*args, **kwargs)
-            return func(*args, **kwargs)
-        finally:
-            _DECIDED.reset(token)
-
-    def _wants(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
-        mats = [args[i] for i in operands if i < len(args)]
-        if len(mats) != 2 or not all(
-            isinstance(m, torch.Tensor) and m.dtype == torch.float32 for m in mats
-        ):
-            return False
-        if not tf32_matmul_enabled():
-            return False
-        return self.force or not has_real_tf32(mats[0].device)
+def _real_tf32(device: torch.device) -> bool:
+    return has_real_tf32(device)  # looked up at call time, so tests can stand in for a GPU
 
 
-@contextlib.contextmanager
-def _ieee_cpu_matmul(operand: torch.Tensor) -> Iterator[None]:
-    # At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
-    # float32 product in bf16; the emulation promises float32 accumulation, so pin it.
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    old = getattr(mkldnn, "fp32_precision", None)
-    if operand.device.type != "cpu" or old in (None, "ieee", "none"):
-        yield
-        return
-    mkldnn.fp32_precision = "ieee"
-    try:
-        yield
-    finally:
-        mkldnn.fp32_precision = old
-
-
-@contextlib.contextmanager
-def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
-    """Make float32 matmuls behave as on a TF32 GPU, on hardware that has no TF32.
+@reusable
+def emulate_tf32(
+    rounding: str = "rna", force: bool = False, convolutions: bool | None = None
+) -> Iterator[None]:
+    """Make float32 matmuls and convolutions behave as on a TF32 GPU, on hardware without TF32.
 
     Inside the context every float32 GEMM -- whatever Python call led to it: ``@``,
     ``matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``,
@@ -395,24 +371,54 @@ def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
     The mode intercepts ATen's GEMM operators (``mm``, ``bmm``, ``addmm``,
     ``baddbmm``, ``addbmm``), so a chain such as ``multi_dot`` rounds each
     intermediate product as the GPU does, and the additive term of ``addmm``-style ops
-    (``linear``'s bias) stays float32, as in cuBLAS. The settings are read at every
-    call, so code that switches precision inside the context is emulated faithfully.
-    Devices with real TF32 (CUDA, compute capability >= 8.0) are left to the hardware
-    unless ``force=True``. Other dtypes are never touched (under autocast the operands
-    arrive already cast to fp16/bf16), and matrix-vector or vector-vector products
-    (``mv``/``dot``, which run without tensor cores on a GPU) and reductions are not
-    rounded. Nested contexts: the innermost one decides.
+    (``linear``'s bias) stays float32, as in cuBLAS. It works the same under
+    ``torch.no_grad()`` and ``torch.inference_mode()``.
+
+    Convolutions (``conv1d/2d/3d``, transposed ones, ``nn.Conv*``; forward and
+    backward) are emulated as cuDNN's TF32 path runs them: input and weight (in the
+    backward pass also the output gradient) rounded to TF32, float32 accumulation,
+    bias added in float32 and its gradient an unrounded sum. cuDNN has its own switch,
+    ``torch.backends.cudnn.allow_tf32`` (``cudnn.conv.fp32_precision``), which is on by
+    default even at 'highest'; with ``convolutions=None`` convolutions are emulated
+    exactly when it is on, ``True``/``False`` override it.
+
+    Not rounded: matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``,
+    ``matrix @ vector``), which PyTorch keeps out of TF32 on a GPU (``NoTF32Guard`` in
+    its gemv path) -- but ``vector @ matrix`` is a one-row GEMM in ATen and is rounded,
+    as on the GPU; reductions; other dtypes (under autocast the operands arrive
+    already cast to fp16/bf16). Not covered: ``torch.compile``d code (Inductor's
+    Triton kernels choose their own ``tl.dot`` input precision, which may round
+    differently from cuBLAS; compiling under this context is untested -- do not rely
+    on it) and products computed inside custom kernels that bypass ATen's
+    dispatcher. The settings are read at every call, so code that switches precision
+    inside the context is emulated faithfully. Devices with real TF32 (CUDA, compute
+    capability >= 8.0) are left to the hardware unless ``force=True``. Nested
+    contexts: the innermost one decides.
+
+    Scope (what "inside" means): emulation covers the operators that run while the
+    block is active *in the thread that entered it*, as torch's dispatch modes are
+    thread-local. A backward pass started inside the block is emulated (autograd
+    runs it under the calling thread's thread-local state). A backward pass of a
+    graph recorded inside the block but run after the block has exited is not
+    emulated -- like a real GPU whose TF32 setting was switched off before
+    ``backward()`` -- and emits a :class:`BackwardAfterExitWarning` so that it cannot
+    go unnoticed. Threads started
+    inside the block are not emulated; enter ``emulate_tf32`` in each of them. While
+    the block is active, other threads' :func:`eigprec.matmul_precision` blocks that
+    would change the precision wait until it exits, so they cannot switch the
+    emulation off midway (torch's setters called directly can).
 
     Args:
         rounding: how operands are rounded to TF32 (``"rna"`` matches Ampere cuBLAS).
         force: emulate on devices with real TF32 too.
+        convolutions: emulate convolutions; None follows cuDNN's TF32 switch.
 
     Yields:
         None.
 
     Raises:
-        ValueError: if ``rounding`` is not one of :data:`ROUNDINGS`.
-        TypeError: if ``force`` is not a bool.
+        ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
+        TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None.
 
     Example:
         >>> import torch
@@ -426,7 +432,12 @@ def emulate_tf32(rounding: str = "rna", force: bool = False) -> Iterator[None]:
     _check_rounding(rounding)
     if not isinstance(force, bool):
         raise TypeError(f"force must be a bool, got {type(force).__name__}")
-    with _TF32EmulationMode(rounding, force):
+    if convolutions is not None and not isinstance(convolutions, bool):
+        raise TypeError(f"convolutions must be a bool or None, got {type(convolutions).__name__}")
+    mode = _tf32_dispatch.TF32EmulationMode(
+        rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
+    )
+    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode):
         yield
 
 

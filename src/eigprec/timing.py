@@ -1,17 +1,107 @@
-"""The one timer of the package: interleaved repeats, median, device-aware synchronisation.
+"""The one timer of the package: interleaved repeats, median, device-aware clocks.
 
 Chapters, recorders and ``benchmarks/`` all measure with it, so their ratios mean the same.
+:func:`time_interleaved` is the mechanism (a clock per call, repeats fitted to a time budget,
+so a seconds-long baseline cannot eat a GPU machine's session); :func:`time_side_by_side` is
+its fixed-repeat form.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-__all__ = ["time_side_by_side"]
+__all__ = ["cuda_event_clock", "perf_counter_clock", "time_interleaved", "time_side_by_side"]
+
+
+Clock = Callable[[Callable[[], object]], float]
+
+
+def cuda_event_clock(fn: Callable[[], object]) -> float:
+    """Seconds of one call of ``fn`` between two CUDA events on the current stream.
+
+    The events bracket the call on the stream, so the time is the GPU's, including any idle
+    time while the host was still launching; the stop event is waited for before reading.
+
+    Example:
+        >>> cuda_event_clock(lambda: None)  # doctest: +SKIP
+        1.2e-05
+    """
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / 1e3
+
+
+def perf_counter_clock(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call of ``fn`` (CPU work; used where there is no CUDA).
+
+    Example:
+        >>> perf_counter_clock(lambda: None) >= 0
+        True
+    """
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]],
+    *,
+    clock: Clock,
+    warmup: int = 1,
+    max_repeats: int = 10,
+    budget_s: float = 1.0,
+) -> dict[str, dict[str, float]]:
+    """Median seconds per call of each candidate, in interleaved rounds after a warm-up.
+
+    Args:
+        fns: name → zero-argument callable doing one unit of work.
+        clock: how one call is timed (:func:`cuda_event_clock` or :func:`perf_counter_clock`).
+        warmup: untimed calls of each candidate first (≥ 1: the last one sizes the repeats).
+        max_repeats: most timed calls per candidate.
+        budget_s: timed seconds each candidate may use; repeats = budget ÷ warm-up time,
+            clamped to ``[1, max_repeats]``.
+
+    Returns:
+        name → ``{"seconds": median, "repeats": timed calls}``.
+
+    Raises:
+        ValueError: on no candidates, ``warmup < 1``, ``max_repeats < 1`` or ``budget_s <= 0``.
+
+    Example:
+        >>> t = time_interleaved({"a": lambda: None}, clock=perf_counter_clock, max_repeats=3)
+        >>> t["a"]["repeats"]
+        3
+    """
+    if not fns:
+        raise ValueError("time_interleaved needs at least one candidate")
+    if warmup < 1 or max_repeats < 1 or not budget_s > 0:
+        raise ValueError(
+            f"need warmup >= 1, max_repeats >= 1 and budget_s > 0; got {warmup}, "
+            f"{max_repeats}, {budget_s}"
+        )
+    repeats: dict[str, int] = {}
+    for name, fn in fns.items():
+        for _ in range(warmup - 1):
+            fn()
+        first = max(clock(fn), 1e-9)
+        repeats[name] = int(min(max_repeats, max(1, budget_s // first)))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(max(repeats.values())):
+        for name, fn in fns.items():
+            if r < repeats[name]:
+                samples[name].append(clock(fn))
+    return {
+        name: {"seconds": statistics.median(v), "repeats": len(v)} for name, v in samples.items()
+    }
 
 
 def time_side_by_side(
@@ -21,7 +111,7 @@ def time_side_by_side(
     warmup: int = 1,
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
-    """Median wall-clock seconds of each callable, measured in interleaved rounds.
+    """Median seconds of each callable, measured in interleaved rounds.
 
     Interleaving (a, b, a, b, …) rather than (a, a, …, b, b, …) makes slow drifts of a shared
     machine — other processes, thermal state — hit every candidate alike, so the *ratios* are
@@ -31,34 +121,28 @@ def time_side_by_side(
         fns: name → zero-argument callable doing one unit of work.
         repeats: timed rounds (the median is reported).
         warmup: untimed rounds first (kernel loading, allocator warm-up, compilation).
-        device: where the work runs; on CUDA each call is bracketed by synchronisation so the
-            host clock sees the GPU's time.
+        device: where the work runs; on CUDA each call is timed with CUDA events, so the
+            time is the GPU's.
 
     Returns:
         name → median seconds per call.
 
     Raises:
-        ValueError: when ``repeats < 1`` or ``fns`` is empty.
+        ValueError: when ``repeats < 1``, ``warmup < 0`` or ``fns`` is empty.
 
     Example:
         >>> t = time_side_by_side({"noop": lambda: None}, repeats=3)
         >>> t["noop"] >= 0
         True
     """
-    if repeats < 1 or not fns:
-        raise ValueError("time_side_by_side needs repeats >= 1 and at least one callable")
+    if repeats < 1 or warmup < 0 or not fns:
+        raise ValueError("time_side_by_side needs repeats >= 1, warmup >= 0 and a callable")
     cuda = torch.device(device).type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    clock = cuda_event_clock if cuda else perf_counter_clock
     for _ in range(warmup):
         for fn in fns.values():
             fn()
-    sync()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            samples[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in samples.items()}
+    # warmup=1 below is the sizing call; with an unlimited budget every candidate gets
+    # exactly `repeats` timed calls.
+    timed = time_interleaved(fns, clock=clock, warmup=1, max_repeats=repeats, budget_s=math.inf)
+    return {name: v["seconds"] for name, v in timed.items()}

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_record"]
+__all__ = ["check_top_level", "write_record"]
 
 
 def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -37,3 +37,29 @@ def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n")
     return path
+
+
+def check_top_level(record: Any, name: str, schema: str, keys: dict[str, type]) -> None:
+    """The checks every recording shares: a dict, each top-level key of its type, the schema.
+
+    Args:
+        record: a decoded recording.
+        name: the recorder's name, for the messages (``"eig"``).
+        schema: the schema string the record must carry.
+        keys: top-level key → expected type.
+
+    Raises:
+        ValueError: naming the first missing or mistyped field.
+
+    Example:
+        >>> check_top_level({"schema": "x/1"}, "demo", "x/1", {"schema": str})
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"{name} record: expected a dict, got {type(record).__name__}")
+    for key, kind in keys.items():
+        if key not in record:
+            raise ValueError(f"{name} record: missing {key!r}")
+        if not isinstance(record[key], kind):
+            raise ValueError(f"{name} record: {key!r} should be a {kind.__name__}")
+    if record["schema"] != schema:
+        raise ValueError(f"{name} record: schema {record['schema']!r}, expected {schema!r}")

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from eigprec.bench._record import write_record
+from eigprec.bench._record import check_top_level, write_record
 from eigprec.chapters.tf32.probes import diag_record, rounding_probe, throughput
 from eigprec.runtime import describe_runtime
 from eigprec.tf32 import is_tf32_capability
@@ -78,15 +78,7 @@ def validate_record(record: Any) -> None:
         ...
         ValueError: tf32 record: missing 'provenance'
     """
-    if not isinstance(record, dict):
-        raise ValueError(f"tf32 record: expected a dict, got {type(record).__name__}")
-    for key, kind in _KEYS.items():
-        if key not in record:
-            raise ValueError(f"tf32 record: missing {key!r}")
-        if not isinstance(record[key], kind):
-            raise ValueError(f"tf32 record: {key!r} should be a {kind.__name__}")
-    if record["schema"] != SCHEMA:
-        raise ValueError(f"tf32 record: schema {record['schema']!r}, expected {SCHEMA!r}")
+    check_top_level(record, "tf32", SCHEMA, _KEYS)
     for section, keys in (
         ("provenance", _PROVENANCE_KEYS),
         ("rounding", _ROUNDING_KEYS),

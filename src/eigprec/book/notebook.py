@@ -30,11 +30,14 @@ def glue(name: str, value: object, display: bool = False) -> None:
         None, so a cell that ends with a ``glue`` call shows no stray value.
 
     Raises:
+        TypeError: if ``name`` is not a string.
         ValueError: if ``name`` is empty or holds other characters.
 
     Example:
         >>> glue("answer", 42)  # in a chapter: {glue:text}`answer`
     """
+    if not isinstance(name, str):
+        raise TypeError(f"glue name must be a string, got {type(name).__name__}")
     if not name or not all(c.isalnum() or c in "_-" for c in name):
         raise ValueError(f"glue name must be letters, digits, '_' or '-'; got {name!r}")
     try:
@@ -118,6 +121,7 @@ def load_record(name: str) -> dict[str, Any] | None:
         Colab, or before anyone has recorded it).
 
     Raises:
+        TypeError: if ``name`` is not a string.
         ValueError: if ``name`` contains a path separator, or the file is not a
             JSON object.
 
@@ -125,6 +129,8 @@ def load_record(name: str) -> dict[str, Any] | None:
         >>> load_record("no-such-record") is None
         True
     """
+    if not isinstance(name, str):
+        raise TypeError(f"record name must be a string, got {type(name).__name__}")
     if "/" in name or "\\" in name or not name:
         raise ValueError(f"record name must be a plain file name; got {name!r}")
     filename = name if name.endswith(".json") else f"{name}.json"

@@ -14,7 +14,6 @@ from torch import Tensor
 
 from eigprec.chapters.clarke.experiments import _grad
 from eigprec.eig import kth_eigvalsh
-from eigprec.eig_invit import kth_eigvalsh_inverse_iteration
 from eigprec.timing import time_side_by_side
 
 __all__ = [
@@ -147,7 +146,7 @@ def inverse_iteration_tradeoff(
 
     Times forward alone (eigenvalues only), forward+backward with the solver's eigenvectors
     (``kth_eigvalsh``) and forward+backward with inverse iteration
-    (:func:`eigprec.eig_invit.kth_eigvalsh_inverse_iteration`), side by side; then bins the
+    (``kth_eigvalsh(..., method="inverse_iteration")``), side by side; then bins the
     batch by relative eigen-gap at k, min_j |λ_k − λ_j| / max|λ|, and reports in each bin the
     largest gradient error (max-abs entry, against the float64 solver gradient) of inverse
     iteration (``max_grad_err``) and, for scale, of the solver's own gradient in ``dtype``
@@ -199,11 +198,13 @@ def inverse_iteration_tradeoff(
 
     def train_exact() -> None:
         X = A.detach().requires_grad_(True)
-        kth_eigvalsh(X, k, backend=backend).sum().backward()
+        kth_eigvalsh(X, k, backend=backend, method="eigh").sum().backward()
 
     def train_invit() -> None:
         X = A.detach().requires_grad_(True)
-        kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+        kth_eigvalsh(
+            X, k, backend=backend, method="inverse_iteration", steps=steps
+        ).sum().backward()
 
     t = time_side_by_side(
         {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
@@ -212,7 +213,7 @@ def inverse_iteration_tradeoff(
     )
     exact = _grad(A64, k)
     X = A.detach().requires_grad_(True)
-    kth_eigvalsh_inverse_iteration(X, k, backend=backend, steps=steps).sum().backward()
+    kth_eigvalsh(X, k, backend=backend, method="inverse_iteration", steps=steps).sum().backward()
     assert X.grad is not None
     err = (X.grad.double().cpu() - exact).abs().amax(dim=(-2, -1))
     err_exact = (_grad(A, k, backend=backend).double().cpu() - exact).abs().amax(dim=(-2, -1))

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from eigprec._args import check_int
 from eigprec.subspace import cluster_angles, davis_kahan_bound, subspace_angle, top1_angle
 
 __all__ = [
@@ -92,6 +93,7 @@ def eigvec_rotation_experiment(
         >>> bool((r.top1 <= r.top1_bound[:, None] + 1e-9).all())
         True
     """
+    n, trials, seed = (check_int(k, v) for k, v in (("n", n), ("trials", trials), ("seed", seed)))
     if n < 3:
         raise ValueError(f"n must be ≥ 3, got {n}")
     if not (gap > 0 and cluster_gap > 0 and gap + cluster_gap < 1):

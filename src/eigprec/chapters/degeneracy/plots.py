@@ -1,7 +1,8 @@
 """Figures and tables of the chapter "Eigenbasis degeneracy".
 
-Each function draws recorded data from :mod:`eigprec.degeneracy_experiments`; none runs an
-experiment. Figures are returned (not shown) so a chapter can glue or display them.
+Each function draws recorded data from :mod:`eigprec.chapters.degeneracy.experiments` and
+:mod:`eigprec.chapters.degeneracy.spike`; none runs an experiment. Figures are returned (not
+shown) so a chapter can glue or display them.
 """
 
 from __future__ import annotations

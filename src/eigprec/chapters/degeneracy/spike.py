@@ -168,7 +168,7 @@ class SpikeConfig:
         }
 
 
-@dataclass
+@dataclass(eq=False)  # tensors inside: compared by identity, as a recorded run is
 class SpikeRun:
     """Everything recorded by one :func:`spike_experiment` run.
 

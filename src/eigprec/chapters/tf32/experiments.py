@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from eigprec._args import check_int
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import (
     emulate_tf32,
@@ -68,6 +69,7 @@ def qtlq_spectrum(
         float64 tensor of ``n`` descending eigenvalues.
 
     Raises:
+        TypeError: if ``n`` is not an int.
         ValueError: if ``n`` is too small or a value is not positive.
 
     Example:
@@ -75,6 +77,7 @@ def qtlq_spectrum(
         >>> (len(lam), lam[0].item(), round(lam[-1].item(), 12))
         (128, 2500000.0, 0.1)
     """
+    n = check_int("n", n)
     if n <= len(head):
         raise ValueError(f"n must exceed the head length {len(head)}, got {n}")
     if top <= 0 or smallest <= 0 or tail_start <= 0 or min(head) <= 0:
@@ -108,6 +111,7 @@ def build_qtlq_problem(
         >>> (L.dtype, Q.shape, lam.dtype)
         (torch.float32, torch.Size([16, 16]), torch.float64)
     """
+    seed = check_int("seed", seed)
     lam = qtlq_spectrum(n=n, **spectrum)
     gen = torch.Generator().manual_seed(seed)
     q, _ = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=torch.float64))

@@ -1,0 +1,248 @@
+"""The dispatch mode behind :func:`eigprec.emulate_tf32` (private).
+
+The mode works at the level of ATen operators, below autograd, autocast and the
+Python-level wrappers: `@`, `matmul`, `einsum`, `tensordot`, `linear`, `multi_dot`,
+attention's math path and autograd's own backward products all reach the GEMM
+kernels listed below, and convolutions reach ``aten.convolution`` (backward:
+``aten.convolution_backward``). Rounding there treats every real GEMM (intermediate
+products of a chain included) as cuBLAS does, and every convolution as cuDNN's TF32
+path does, and nothing else: ``mv``/``addmv`` and ``dot`` run without TF32 on a GPU
+(ATen's ``NoTF32Guard`` in its gemv path), reductions are not products, and autocast
+has already cast to fp16/bf16 by the time an op arrives here.
+
+Under ``torch.inference_mode()`` autograd's dispatch keys are skipped, so
+CompositeImplicitAutograd operators (``aten.matmul``, ``aten.linear``,
+``aten.einsum``, ``aten.conv2d``, ...) arrive here whole; the mode decomposes them
+into their ATen pieces, exactly as autograd would have, and sees the GEMMs inside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+from torch.utils._pytree import tree_leaves
+
+from . import precision as _precision
+
+__all__ = [
+    "CONVS",
+    "GEMMS",
+    "BackwardAfterExitWarning",
+    "GraphMarker",
+    "TF32EmulationMode",
+    "tf32_conv_enabled",
+]
+
+_aten = torch.ops.aten
+
+# ATen GEMM overload packet -> positions of the multiplied operands (the additive
+# `self` of addmm-style ops is not multiplied and stays float32, as in cuBLAS).
+GEMMS: dict[Any, tuple[int, ...]] = {
+    _aten.mm: (0, 1),
+    _aten.bmm: (0, 1),
+    _aten.addmm: (1, 2),
+    _aten.addmm_: (1, 2),
+    _aten.baddbmm: (1, 2),
+    _aten.baddbmm_: (1, 2),
+    _aten.addbmm: (1, 2),
+    _aten.addbmm_: (1, 2),
+    _aten._addmm_activation: (1, 2),
+}
+
+# Convolutions: input and weight are multiplied; bias is added in float32. In the
+# backward op grad_output, input and weight all enter products (data and weight
+# gradients); the bias gradient is a plain sum of grad_output and is left alone.
+CONVS: dict[Any, tuple[int, ...]] = {
+    _aten.convolution: (0, 1),
+    _aten.convolution_backward: (0, 1, 2),
+}
+
+# Set while an emulating mode decides about and runs one product, so that an outer
+# emulating mode (nested contexts) leaves the decision to the innermost one.
+_DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
+
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def _composite(func: Any) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+
+
+class TF32EmulationMode(TorchDispatchMode):
+    """Round the operands of float32 GEMMs and convolutions as a TF32 GPU would."""
+
+    def __init__(
+        self,
+        rounding: str,
+        force: bool,
+        convolutions: bool | None,
+        round_bits: Callable[[torch.Tensor, str], torch.Tensor],
+        matmul_enabled: Callable[[], bool],
+        real_tf32: Callable[[torch.device], bool],
+    ) -> None:
+        super().__init__()
+        self.rounding = rounding
+        self.force = force
+        self.convolutions = convolutions
+        self._round = round_bits
+        self._matmul_enabled = matmul_enabled
+        self._real_tf32 = real_tf32
+        self.graph_products = 0  # emulated forward products that autograd recorded
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        operands = GEMMS.get(packet)
+        is_conv = operands is None and packet in CONVS
+        if is_conv:
+            operands = CONVS[packet]
+        if operands is None:
+            if torch.is_inference_mode_enabled() and _composite(func):
+                with self:  # re-enter so that the pieces come back here
+                    return func.decompose(*args, **kwargs)
+            return func(*args, **kwargs)
+        if _DECIDED.get():
+            return func(*args, **kwargs)
+        token = _DECIDED.set(True)
+        try:
+            if not self._wants(args, operands, is_conv):
+                return func(*args, **kwargs)
+            if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
+                if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+                    self.graph_products += 1
+            rounded = tuple(
+                self._round(a, self.rounding) if i in operands else a for i, a in enumerate(args)
+            )
+            if packet is _aten.convolution_backward:
+                return self._conv_backward(func, args, rounded, kwargs)
+            with _ieee_cpu(args[operands[0]], "conv" if is_conv else "matmul"):
+                return func(*rounded, **kwargs)
+        finally:
+            _DECIDED.reset(token)
+
+    def _conv_backward(
+        self, func: Any, args: tuple[Any, ...], rounded: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        mask = list(args[10])
+        with _ieee_cpu(args[0], "conv"):
+            grad_input, grad_weight, _ = func(*rounded[:10], [mask[0], mask[1], False], **kwargs)
+        grad_bias = None
+        if mask[2]:  # a sum of the float32 grad_output, not a TF32 product
+            grad_bias = func(*args[:10], [False, False, True], **kwargs)[2]
+        return grad_input, grad_weight, grad_bias
+
+    def _wants(self, args: tuple[Any, ...], operands: tuple[int, ...], is_conv: bool) -> bool:
+        mats = [args[i] for i in operands if i < len(args)]
+        if len(mats) != len(operands) or not all(
+            isinstance(m, torch.Tensor) and m.dtype == torch.float32 for m in mats
+        ):
+            return False
+        if is_conv:
+            wanted = self.convolutions
+            if wanted is None:
+                wanted = tf32_conv_enabled()
+        else:
+            wanted = self._matmul_enabled()
+        return wanted and (self.force or not self._real_tf32(mats[0].device))
+
+
+def tf32_conv_enabled() -> bool:
+    """Whether cuDNN would run float32 convolutions in TF32 now (its default: yes)."""
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is None or not hasattr(conv, "fp32_precision"):
+        return bool(torch.backends.cudnn.allow_tf32)
+    # ATen's Context::allowTF32CuDNN(CONV): the effective cuda/conv precision.
+    paths = (("cudnn", "conv", "fp32_precision"), ("cudnn", "fp32_precision"), ("fp32_precision",))
+    return _precision._effective(*paths) == "tf32"
+
+
+@contextlib.contextmanager
+def _ieee_cpu(operand: torch.Tensor, op: str) -> Iterator[None]:
+    # At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
+    # float32 product in bf16/tf32; the emulation promises float32 accumulation, so
+    # pin it. The setting is process-wide: the precision lock keeps other threads'
+    # matmul_precision blocks from snapshotting or restoring it meanwhile.
+    mkldnn = getattr(torch.backends.mkldnn, op, None)
+    if operand.device.type != "cpu" or not hasattr(mkldnn, "fp32_precision"):
+        yield
+        return
+    paths = (("mkldnn", op, "fp32_precision"), ("mkldnn", "fp32_precision"), ("fp32_precision",))
+    with _precision._LOCK:
+        if _precision._effective(*paths) == "ieee":
+            yield
+            return
+        old = mkldnn.fp32_precision
+        mkldnn.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            mkldnn.fp32_precision = old
+
+
+# --- graphs built inside the block whose backward runs outside it ---------------------
+
+
+class BackwardAfterExitWarning(UserWarning):
+    """A graph recorded under emulate_tf32 runs its backward where nothing emulates.
+
+    Emitted by the first autograd node of such a graph that runs outside an
+    :func:`eigprec.emulate_tf32` block (after it exited, or in another thread). Turn
+    it into an error with ``warnings.simplefilter("error", BackwardAfterExitWarning)``.
+
+    Example:
+        >>> import warnings
+        >>> issubclass(BackwardAfterExitWarning, UserWarning)
+        True
+    """
+
+
+def _emulating_here() -> bool:
+    return any(isinstance(m, TF32EmulationMode) for m in _get_current_dispatch_mode_stack())
+
+
+def _check_backward(grad_outputs: Any) -> None:
+    if not _emulating_here():
+        warnings.warn(
+            "a graph whose forward products were emulated as TF32 inside emulate_tf32 is "
+            "running its backward outside the block (or in another thread): the backward "
+            "products are NOT emulated. Call backward() inside the `with emulate_tf32()` "
+            "block to emulate them.",
+            BackwardAfterExitWarning,
+            stacklevel=2,
+        )
+
+
+class GraphMarker(TorchFunctionMode):
+    """Tag the autograd nodes of emulated forward products with a backward check."""
+
+    def __init__(self, mode: TF32EmulationMode) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        before = self.mode.graph_products
+        out = func(*args, **(kwargs or {}))
+        if self.mode.graph_products != before:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                    t.grad_fn.register_prehook(_check_backward)
+        return out

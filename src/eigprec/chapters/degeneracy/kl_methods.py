@@ -1,0 +1,138 @@
+"""The cheapest of the KL-Shampoo authors' safeguards, as a SOAP variant: a Gram first step.
+
+emerging-optimizers (and :class:`eigprec.SOAP`) start the factors at zero with Q = I, so
+the first KL-Shampoo step whitens the first gradient by the clamped approximate eigenvalues
+of a zero factor, Λ = eps: L₁ = G₀G₀ᵀ/(n·eps), R₁ = G₀ᵀG₀/(m·eps). The KL-Shampoo
+authors' own code (github.com/yorkerlin/KL-Methods, ``optim/kl_opt.py``) instead makes the
+first update a plain Gram matrix with the KL normalisation, L₁ ∝ G₀G₀ᵀ/n and R₁ ∝ G₀ᵀG₀/m,
+so the two factors start on the scale of the KL fixed point (for white gradients L = aI,
+R = bI with a·b = 1) instead of 1/eps above it.
+
+:class:`GramStartSOAP` is our own implementation of that one idea on top of
+:class:`eigprec.SOAP`; every later step is unchanged. When m > n, G₀G₀ᵀ has rank n, so
+L₁ still has an exact null half; the authors' code never divides by it because its
+eigenvalue estimates start at a constant (``init_factor`` = 0.1) and are kept as an EMA
+of squared projections. Their other safeguard, a cap on Λ^{-1/2} at
+max(10, min(d, 4000)) for a d×d factor, is :class:`ClampedEigvalSOAP`: a floor on the
+approximate eigenvalues of 1/max(10, min(d, 4000))², separate from Adam's ε.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from eigprec.soap import SOAP
+
+__all__ = ["ClampedEigvalSOAP", "GramStartSOAP", "kl_methods_floor"]
+
+
+class GramStartSOAP(SOAP):
+    """:class:`eigprec.SOAP` whose first factor update is a Gram matrix, not a KL step.
+
+    At the first step (t = 1, where the bias-corrected β is 0 by default) the factors become
+    L₁ = G₀G₀ᵀ/n and R₁ = G₀ᵀG₀/m for an m×n gradient G₀ -- the KL-Shampoo normalisation
+    without the whitening by the clamped eigenvalues of the zero factors. From the second
+    step on, the KL-Shampoo (or plain) updates of :class:`eigprec.SOAP` apply unchanged.
+    Without KL-Shampoo the class behaves exactly as :class:`eigprec.SOAP`.
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate, ≥ 0.
+        **kwargs: Any other argument of :class:`eigprec.SOAP`.
+
+    Raises:
+        TypeError, ValueError: as :class:`eigprec.SOAP`.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 2))
+        >>> opt = GramStartSOAP([w], lr=0.1, use_kl_shampoo=True, fp32_matmul_prec="highest")
+        >>> w.grad = torch.ones(4, 2)
+        >>> opt.step()
+        >>> opt.state[w]["L"][0, 0].item()  # (G Gᵀ)₀₀ / n = 2 / 2
+        1.0
+    """
+
+    def _update_factors(
+        self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if state["step"] > 0 or not self.use_kl_shampoo:
+            return super()._update_factors(state, grad, beta, eps, diag)
+        m, n = grad.shape
+        if self.track_diagnostics:
+            diag["first_step"] = "gram"
+        # The KL update's 1/n and 1/m, so L·R starts near the KL fixed point's scale.
+        return (
+            state["L"].lerp(self._mm(grad, grad.T) / n, 1.0 - beta),
+            state["R"].lerp(self._mm(grad.T, grad) / m, 1.0 - beta),
+        )
+
+
+def kl_methods_floor(size: int) -> float:
+    """The eigenvalue floor implied by the KL-Shampoo authors' cap on Λ^{-1/2}.
+
+    ``optim/kl_opt.py`` clamps Λ^{-1/2} at ``max(10, min(d, 4000))`` for a d×d factor, so
+    an approximate eigenvalue never counts as smaller than that value to the power −2.
+
+    Args:
+        size: d, the factor's size (≥ 1).
+
+    Returns:
+        1 / max(10, min(d, 4000))².
+
+    Raises:
+        ValueError: if ``size`` < 1.
+
+    Example:
+        >>> kl_methods_floor(128) == 128.0**-2
+        True
+    """
+    if size < 1:
+        raise ValueError(f"size must be ≥ 1, got {size}")
+    return float(max(10, min(size, 4000))) ** -2
+
+
+class ClampedEigvalSOAP(SOAP):
+    """:class:`eigprec.SOAP` whose KL whitening floors each factor's eigenvalues at 1/d².
+
+    In the KL-Shampoo factor update only, the approximate eigenvalues of a d×d factor are
+    floored at :func:`kl_methods_floor` (d) in addition to ``eps``; Adam's ε, the basis
+    refresh and its sorting are unchanged. The floor is absolute, like the authors', so it
+    assumes factors on the scale of squared gradients.
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate, ≥ 0.
+        **kwargs: Any other argument of :class:`eigprec.SOAP`.
+
+    Raises:
+        TypeError, ValueError: as :class:`eigprec.SOAP`.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 2))
+        >>> opt = ClampedEigvalSOAP([w], lr=0.1, use_kl_shampoo=True, fp32_matmul_prec="highest")
+        >>> w.grad = torch.ones(4, 2)
+        >>> opt.step()
+        >>> opt.state[w]["L"][0, 0].item()  # G (I/100) Gᵀ / n with the floor 1/10² = 0.01
+        100.0
+    """
+
+    _whitening = False
+
+    def _update_factors(
+        self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self._whitening = True
+        try:
+            return super()._update_factors(state, grad, beta, eps, diag)
+        finally:
+            self._whitening = False
+
+    def _approx_eigvals(self, factor: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
+        approx = super()._approx_eigvals(factor, basis)
+        if self._whitening:
+            approx = approx.clamp_min(kl_methods_floor(factor.shape[0]))
+        return approx

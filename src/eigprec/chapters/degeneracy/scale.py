@@ -1,0 +1,85 @@
+"""Chapter-scale and full-scale arguments of the degeneracy chapter's experiments.
+
+The chapter must execute in minutes on a 2-core CPU; the publishing build on a GPU sets
+``EIGPREC_FULL=1`` (:func:`eigprec.runtime.full_scale`) and runs larger grids. One place
+decides both, so the page and its tests agree on what "the chapter's defaults" are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from eigprec.chapters.degeneracy.training import Setting, chapter_settings
+from eigprec.runtime import full_scale
+
+__all__ = ["EXPERIMENTS", "experiment_kwargs"]
+
+#: The experiments :func:`experiment_kwargs` knows.
+#:
+#: Example:
+#:     >>> EXPERIMENTS[0]
+#:     'training'
+EXPERIMENTS = ("training", "cost", "transient", "sensitivity", "diagnosis")
+
+
+def _three(methods: tuple[str, ...]) -> list[Setting]:
+    return [
+        s
+        for m in methods
+        for s in (Setting(m, dtype=torch.float64), Setting(m, "highest"), Setting(m, "high"))
+    ]
+
+
+def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, Any]:
+    """Keyword arguments of one experiment at chapter scale or at full scale.
+
+    Args:
+        experiment: One of :data:`EXPERIMENTS`: ``"training"``, ``"cost"`` (both for
+            :func:`~eigprec.chapters.degeneracy.training.training_experiment`),
+            ``"transient"``, ``"sensitivity"`` (:mod:`~eigprec.chapters.degeneracy.transient`)
+            or ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`).
+        full: Full scale; ``None`` reads :func:`eigprec.runtime.full_scale`.
+
+    Returns:
+        A fresh dict of keyword arguments.
+
+    Raises:
+        ValueError: on an unknown experiment name.
+
+    Example:
+        >>> experiment_kwargs("cost", full=False)["spike_step"] is None
+        True
+    """
+    if experiment not in EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {EXPERIMENTS}, got {experiment!r}")
+    big = full_scale() if full is None else bool(full)
+    if experiment == "training":
+        return {"seeds": (0, 1, 2, 3, 4) if big else (0, 1), "steps": 200 if big else 100}
+    if experiment == "cost":
+        methods = ("SOAP", "REKLS") if big else ("REKLS",)
+        return {
+            "settings": chapter_settings(methods),
+            "seeds": (0, 1, 2) if big else (0,),
+            "steps": 200,
+            "spike_step": None,
+        }
+    if experiment == "transient":
+        if not big:
+            return {}
+        return {
+            "settings": _three(("SOAP", "REKLS")),
+            "spike_steps": (50, 100, 150, 200, 300, 450, 600, 800),
+            "window": 30,
+        }
+    if experiment == "sensitivity":
+        if not big:
+            return {}
+        return {
+            "settings": _three(("SOAP", "REKLS")),
+            "eps": tuple(10.0**-e for e in range(4, 13)),
+            "scales": (10.0, 50.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0, 3000.0),
+            "window": 30,
+        }
+    return {"methods": ("SOAP", "REKLS")} if big else {}

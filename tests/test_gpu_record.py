@@ -1,0 +1,342 @@
+"""tools/gpu_record.sh without a GPU: the refusal, the offline venv of a dry run, the report."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import gpu_record
+
+SCRIPT = ROOT / "tools" / "gpu_record.sh"
+
+
+def make_wheel(folder: Path, name: str = "gpurecfake", version: str = "1.0") -> Path:
+    """A minimal pure-Python wheel, so that installing it needs no index and no network."""
+    files = {
+        f"{name}/__init__.py": "VALUE = 42\n",
+        f"{name}-{version}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        ),
+        f"{name}-{version}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text)}")
+    record.append(f"{name}-{version}.dist-info/RECORD,,")
+    files[f"{name}-{version}.dist-info/RECORD"] = "\n".join(record) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+def fake_bin(tmp_path: Path, nvidia_smi: str | None) -> Path:
+    """A PATH folder with the few tools the wrapper calls, and the given nvidia-smi script."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for tool in ("dirname",):
+        os.symlink(shutil.which(tool), folder / tool)
+    if nvidia_smi is not None:
+        smi = folder / "nvidia-smi"
+        smi.write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+        smi.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("smi", "expected"),
+    [
+        (None, "nvidia-smi is not on PATH"),
+        ("echo 'No devices were found'; exit 6", "exited with status 6"),
+    ],
+)
+def test_refuses_at_once_without_a_gpu(tmp_path, smi, expected):
+    out = tmp_path / "out"
+    env = {
+        "PATH": str(fake_bin(tmp_path, smi)),
+        "PYTHON": sys.executable,
+        "OUT": str(out),
+        "HOME": str(tmp_path),
+    }
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        ["/bin/bash", str(SCRIPT)], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == gpu_record.NO_GPU_EXIT, proc.stderr
+    assert expected in proc.stderr and "--dry-run" not in proc.stdout
+    assert time.monotonic() - t0 < 30
+    assert not out.exists()  # refused before any work
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dry")
+    wheels = tmp / "wheels"
+    make_wheel(wheels)
+    make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
+    out, venv = tmp / "out", tmp / "venv"
+    env = {**os.environ, "PYTHON": sys.executable, "EIGPREC_GPU_RECORD_DRYRUN": "1"}
+    env.pop("OUT", None)
+    proc = subprocess.run(
+        [
+            *("/bin/bash", str(SCRIPT), "--out", str(out), "--wheels", str(wheels)),
+            *("--venv", str(venv), "--steps", "eig,notebooks"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
+    return proc, out, venv
+
+
+def test_dry_run_builds_the_venv_offline_from_local_wheels(dry_run):
+    proc, _, venv = dry_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cfg = (venv / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = true" in cfg
+    python = str(venv / "bin" / "python")
+    probe = (
+        "import gpurecfake, importlib.util as u; "
+        "print(gpurecfake.VALUE, u.find_spec('eigprec').origin)"
+    )
+    got = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    value, origin = got.stdout.split()
+    assert value == "42"
+    assert Path(origin) == ROOT / "src" / "eigprec" / "__init__.py"  # the checkout, not the wheel
+
+
+def test_dry_run_report(dry_run):
+    _, out, _ = dry_run
+    summary = json.loads((out / "summary.json").read_text())
+    gpu_record.validate_summary(summary)
+    assert summary["dry_run"] is True and summary["exit_status"] == 0
+    names = [s["name"] for s in summary["steps"]]
+    assert names[:3] == ["venv", "install", "versions"]
+    assert names[3:] == ["eig", "notebooks"]
+    for step in summary["steps"][3:]:
+        assert step["status"] == "skipped" and "dry run" in step["reason"]
+    assert summary["install"]["wheels"][0].endswith("gpurecfake-1.0-py3-none-any.whl")
+    assert all("eigprec-" not in w for w in summary["install"]["wheels"])
+    assert summary["install"]["notebooks_ready"] in (True, False)
+    for step in summary["steps"]:
+        if step["log"]:
+            assert (out / step["log"]).is_file()
+    env = json.loads((out / "environment.json").read_text())
+    assert env["python"].count(".") == 2
+
+
+def test_validate_summary_rejects_bad_reports():
+    good = {
+        "schema": gpu_record.SCHEMA,
+        "started": "t",
+        "finished": "t",
+        "seconds": 1.0,
+        "dry_run": False,
+        "exit_status": 0,
+        "wheels": {},
+        "install": {},
+        "steps": [
+            {"name": "eig", "status": "ok", "seconds": 1, "reason": "", "log": None, "outputs": []}
+        ],
+    }
+    gpu_record.validate_summary(good)
+    with pytest.raises(ValueError, match="'steps'"):
+        gpu_record.validate_summary({k: v for k, v in good.items() if k != "steps"})
+    bad = json.loads(json.dumps(good))
+    bad["steps"][0]["status"] = "skipped"
+    with pytest.raises(ValueError, match="without a reason"):
+        gpu_record.validate_summary(bad)
+    bad["steps"][0]["status"] = "maybe"
+    with pytest.raises(ValueError, match="status 'maybe'"):
+        gpu_record.validate_summary(bad)
+    with pytest.raises(ValueError, match="schema"):
+        gpu_record.validate_summary({**good, "schema": "other/1"})
+
+
+def test_parse_steps_orders_and_rejects():
+    assert gpu_record.parse_steps("tests,eig") == ["eig", "tests"]
+    assert gpu_record.parse_steps("all") == list(gpu_record.STEPS)
+    with pytest.raises(Exception, match="unknown step"):
+        gpu_record.parse_steps("eig,gpu")
+
+
+def test_dry_run_from_the_environment_and_default_out(monkeypatch):
+    monkeypatch.setenv("EIGPREC_GPU_RECORD_DRYRUN", "1")
+    assert gpu_record.build_parser().parse_args([]).dry_run is True
+    monkeypatch.delenv("EIGPREC_GPU_RECORD_DRYRUN")
+    assert gpu_record.build_parser().parse_args([]).dry_run is False
+    monkeypatch.setenv("OUT", "/somewhere/out")
+    assert gpu_record.default_out() == Path("/somewhere/out")
+    monkeypatch.delenv("OUT")
+    assert gpu_record.default_out() == ROOT / "_build" / "gpu-record"
+
+
+def test_junit_digest(tmp_path):
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="4">'
+        '<testcase classname="tests.test_a" name="test_ok" time="0.1"/>'
+        '<testcase classname="tests.test_a" name="test_bad"><failure message="boom"/></testcase>'
+        '<testcase classname="tests.test_b" name="test_gpu">'
+        '<skipped message="needs CuPy"/></testcase>'
+        '<testcase classname="tests.test_b" name="test_err"><error message="fixture"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    d = gpu_record.junit_digest(xml)
+    assert (d["tests"], d["passed"], d["failed"], d["skipped"], d["errors"]) == (4, 1, 1, 1, 1)
+    assert {c["test"]: c["message"] for c in d["cases"]} == {
+        "tests.test_a::test_bad": "boom",
+        "tests.test_b::test_gpu": "needs CuPy",
+        "tests.test_b::test_err": "fixture",
+    }
+    xml.write_text("<html/>")
+    with pytest.raises(ValueError, match="not a JUnit"):
+        gpu_record.junit_digest(xml)
+
+
+def test_cell_timeout_follows_the_book_config(tmp_path):
+    assert gpu_record.cell_timeout() == 600  # _config.yml, execute.timeout
+    cfg = tmp_path / "_config.yml"
+    cfg.write_text("title: x\nexecute:\n  cache: ''\n  timeout: 77\nsphinx:\n  timeout: 5\n")
+    assert gpu_record.cell_timeout(cfg) == 77
+    assert gpu_record.cell_timeout(tmp_path / "missing.yml", default=9) == 9
+
+
+def test_wheel_requirements_prefers_the_manifest(tmp_path):
+    make_wheel(tmp_path, "aaa", "1.0")
+    make_wheel(tmp_path, "eigprec", "0.1.0")
+    reqs, how = gpu_record.wheel_requirements(tmp_path)
+    assert how == "every *.whl" and [Path(r).name for r in reqs] == ["aaa-1.0-py3-none-any.whl"]
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"packages": [{"name": "aaa", "version": "1.0"}]})
+    )
+    assert gpu_record.wheel_requirements(tmp_path) == (["aaa==1.0"], "manifest.json")
+
+
+def test_make_target_calls_the_script():
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    proc = subprocess.run(
+        [make, "-n", "gpu-record", "GPU_RECORD_ARGS=--steps eig"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "bash tools/gpu_record.sh --steps eig" in proc.stdout
+
+
+FAKE_PYTHON = """#!{real}
+# Stands in for the venv's interpreter: the recorders and pytest act as FAKE_MODE says;
+# everything else (the probes run with -c) goes to the real interpreter.
+import os, subprocess, sys, time
+args = sys.argv[1:]
+mode = os.environ.get("FAKE_MODE", "ok")
+if args[:2] == ["-m", "eigprec.bench"]:
+    out = args[args.index("--out") + 1]
+    if mode == "refuse":
+        print("eigprec.bench: no CuPy here", file=sys.stderr)
+        sys.exit(2)
+    if mode == "hang":
+        child = subprocess.Popen(["sleep", "120"])
+        open(os.environ["FAKE_PIDS"], "w").write(str(child.pid))
+        time.sleep(120)
+    if mode == "crash":
+        raise RuntimeError("CUDA error: an illegal memory access")
+    open(out, "w").write('{{"args": %r}}' % " ".join(args).replace('"', ""))
+    sys.exit(0)
+if args[:2] == ["-m", "pytest"]:
+    junit = next(a.split("=", 1)[1] for a in args if a.startswith("--junitxml="))
+    open(junit, "w").write(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_eig" name="test_cupy_path"/>'
+        '<testcase classname="tests.test_tf32" name="test_real"><failure message="off"/>'
+        "</testcase></testsuite></testsuites>"
+    )
+    print("1 failed, 1 passed")
+    sys.exit(1)
+os.execv({real!r}, [{real!r}, *args])
+"""
+
+
+@pytest.fixture
+def fake_env(tmp_path, monkeypatch):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON.format(real=sys.executable))
+    python.chmod(0o755)
+    monkeypatch.setenv("FAKE_PIDS", str(tmp_path / "pids"))
+    return {"python": str(python), "pip": [str(python), "-m", "pip"]}
+
+
+def test_recorder_steps_report_ok_refused_failed_and_timeout(tmp_path, fake_env, monkeypatch):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    gpu_record.record(run, fake_env, "eig")
+    monkeypatch.setenv("FAKE_MODE", "refuse")
+    gpu_record.record(run, fake_env, "tf32")
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    gpu_record.record(run, fake_env, "degeneracy")
+    ok, refused, crashed = run.steps
+    assert ok["status"] == "ok" and ok["outputs"] == ["records/eig_gpu.json"]
+    assert "--budget" in (run.out / "records" / "eig_gpu.json").read_text()
+    assert refused["status"] == "skipped" and "no CuPy here" in refused["reason"]
+    assert crashed["status"] == "failed" and "exit status 1" in crashed["reason"]
+    assert "illegal memory access" in (run.out / crashed["log"]).read_text()
+
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    monkeypatch.setattr(gpu_record, "MIN_STEP_S", 1.0)
+    monkeypatch.setitem(gpu_record.STEP_LIMITS, "tf32", 4)
+    t0 = time.monotonic()
+    gpu_record.record(run, fake_env, "tf32")
+    assert time.monotonic() - t0 < 30
+    hung = run.steps[-1]
+    assert hung["status"] == "timeout" and "timed out" in hung["reason"]
+    child = int((tmp_path / "pids").read_text())
+    time.sleep(0.5)
+    status = Path(f"/proc/{child}/status")
+    # The recorder's own child was killed too: gone, or a zombie nobody has reaped yet.
+    assert not status.exists() or "State:\tZ" in status.read_text()
+    run.budget = 0  # nothing left: the next step is skipped, saying why
+    gpu_record.record(run, fake_env, "eig")
+    assert run.steps[-1]["status"] == "skipped" and "budget" in run.steps[-1]["reason"]
+
+
+def test_unit_test_step_writes_junit_and_digest(tmp_path, fake_env):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    gpu_record.unit_tests(run, fake_env)
+    (step,) = run.steps
+    assert step["status"] == "failed" and (step["failed"], step["passed"]) == (1, 1)
+    digest = json.loads((run.out / "reports" / "tests.json").read_text())
+    assert digest["cases"] == [
+        {"test": "tests.test_tf32::test_real", "outcome": "failed", "message": "off"}
+    ]
+    assert step["outputs"] == ["reports/junit.xml", "reports/tests.json"]
+
+
+def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    monkeypatch.setattr(gpu_record, "NOTEBOOK_MODULES", ("no_such_module_for_eigprec",))
+    gpu_record.notebooks(run, fake_env, full=False)
+    (step,) = run.steps
+    assert step["status"] == "skipped" and "tools/gpu_wheels.py" in step["reason"]

@@ -1,0 +1,277 @@
+"""What the Makefile's set-up and maintenance targets do, run for real with `make`.
+
+`make env` runs against a stand-in virtual environment whose `python` records each
+`pip install` it is asked for (and runs everything else with this Python), so the
+tests see exactly which index pip would be given for torch, without installing.
+"""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import torch_index
+
+MAKE = shutil.which("make")
+needs_make = pytest.mark.skipif(MAKE is None, reason="make not installed")
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: connections are refused
+
+
+@pytest.fixture
+def index_server(tmp_path):
+    """A loopback 'package index' that has a torch/ page."""
+    (tmp_path / "index" / "torch").mkdir(parents=True)
+    (tmp_path / "index" / "torch" / "index.html").write_text("<html></html>")
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
+    )
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def fake_bin(tmp_path) -> Path:
+    """A folder for stand-in commands, with no nvidia-smi yet."""
+    path = tmp_path / "fakebin"
+    path.mkdir()
+    return path
+
+
+def _fake_nvidia_smi(fake_bin: Path, *, works: bool) -> None:
+    script = fake_bin / "nvidia-smi"
+    if works:
+        script.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-0)'\n")
+    else:
+        script.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    script.chmod(0o755)
+
+
+def _path(fake_bin: Path) -> str:
+    return f"{fake_bin}:/usr/bin:/bin"
+
+
+# --- tools/torch_index.py --------------------------------------------------------------
+
+
+def test_cpu_index_when_no_gpu_and_the_index_answers(index_server, fake_bin, monkeypatch):
+    monkeypatch.setenv("PATH", _path(fake_bin))
+    index, why = torch_index.choose(index_server, timeout=5, platform="linux")
+    assert index == index_server
+    assert "CPU build" in why
+
+
+def test_no_extra_index_when_the_cpu_index_is_unreachable(fake_bin, monkeypatch):
+    monkeypatch.setenv("PATH", _path(fake_bin))
+    url = f"http://127.0.0.1:{_closed_port()}"
+    index, why = torch_index.choose(url, timeout=5, platform="linux")
+    assert index == ""
+    assert "not reachable" in why and url in why
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_gpu_present_means_no_cpu_index(index_server, fake_bin, monkeypatch, works):
+    _fake_nvidia_smi(fake_bin, works=works)
+    monkeypatch.setenv("PATH", _path(fake_bin))
+    index, _ = torch_index.choose(index_server, timeout=5, platform="linux")
+    # A driver without a working GPU (nvidia-smi fails) counts as no GPU.
+    assert index == ("" if works else index_server)
+
+
+def test_no_cpu_index_off_linux(index_server, fake_bin, monkeypatch):
+    monkeypatch.setenv("PATH", _path(fake_bin))
+    assert torch_index.choose(index_server, timeout=5, platform="darwin")[0] == ""
+
+
+def test_cli_rejects_a_non_positive_timeout(capsys):
+    with pytest.raises(SystemExit) as exc:
+        torch_index.main(["--timeout", "0"])
+    assert exc.value.code == 2
+    assert "--timeout must be positive" in capsys.readouterr().err
+
+
+# --- make env --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_venv(tmp_path) -> Path:
+    """A .venv whose python logs `-m pip`/`-m ipykernel` calls and runs the rest."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.jsonl"
+    (venv / "bin" / "python").write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "if sys.argv[1:2] == ['-m'] and sys.argv[2] in ('pip', 'ipykernel'):\n"
+        f"    open({str(log)!r}, 'a').write(json.dumps(sys.argv[2:]) + '\\n')\n"
+        "    sys.exit(0)\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
+    )
+    (venv / "bin" / "python").chmod(0o755)
+    return venv
+
+
+def _make(target: str, venv: Path, fake_bin: Path, **variables: str):
+    args = [MAKE, "--no-print-directory", target, f"VENV={venv}"]
+    args += [f"{k}={v}" for k, v in variables.items()]
+    env = {"PATH": _path(fake_bin), "HOME": str(venv.parent)}
+    if "PYTHONPATH" in os.environ:  # where this Python finds its packages (nbstripout)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _pip_calls(venv: Path) -> list[list[str]]:
+    log = venv.parent / "calls.jsonl"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    return [c[1:] for c in calls if c[0] == "pip"]
+
+
+def _torch_install(venv: Path) -> list[str]:
+    calls = _pip_calls(venv)
+    (torch,) = [c for c in calls if c[-1] == "torch"]
+    # torch first, held to the pins of requirements.txt; then the rest without an index.
+    assert calls.index(torch) == 0
+    assert torch[-3:] == ["-c", "requirements.txt", "torch"]
+    rest = [c for c in calls if c is not torch]
+    assert ["install", "--disable-pip-version-check", "--quiet", "-r", "requirements.txt"] in rest
+    assert not any("--extra-index-url" in c for c in rest)
+    return torch
+
+
+def _extra_index(call: list[str]) -> str | None:
+    return call[call.index("--extra-index-url") + 1] if "--extra-index-url" in call else None
+
+
+@needs_make
+def test_make_env_auto_takes_the_cpu_index_without_a_gpu(fake_venv, fake_bin, index_server):
+    result = _make("env", fake_venv, fake_bin, TORCH_CPU_INDEX=index_server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _extra_index(_torch_install(fake_venv)) == index_server
+    assert (fake_venv / ".eigprec-installed").exists()
+
+
+@needs_make
+def test_make_env_auto_falls_back_to_the_configured_index(fake_venv, fake_bin):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    result = _make("env", fake_venv, fake_bin, TORCH_CPU_INDEX=url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _extra_index(_torch_install(fake_venv)) is None
+    assert "not reachable" in result.stderr
+    assert "torch from the configured index" in result.stdout
+
+
+@needs_make
+def test_make_env_auto_with_a_gpu_takes_no_extra_index(fake_venv, fake_bin, index_server):
+    _fake_nvidia_smi(fake_bin, works=True)
+    result = _make("env", fake_venv, fake_bin, TORCH_CPU_INDEX=index_server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _extra_index(_torch_install(fake_venv)) is None
+
+
+@needs_make
+@pytest.mark.parametrize("choice", ["", "https://download.pytorch.org/whl/cu126"])
+def test_make_env_torch_index_overrides(fake_venv, fake_bin, index_server, choice):
+    # An explicit choice is taken as given: no probe, whatever the machine has.
+    result = _make("env", fake_venv, fake_bin, TORCH_INDEX=choice, TORCH_CPU_INDEX=index_server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _extra_index(_torch_install(fake_venv)) == (choice or None)
+    assert "torch_index:" not in result.stderr
+
+
+def test_makefile_default_cpu_index_is_pytorchs():
+    text = (ROOT / "Makefile").read_text()
+    assert "TORCH_INDEX ?= auto\n" in text
+    assert f"TORCH_CPU_INDEX ?= {CPU_INDEX}\n" in text
+    assert torch_index.CPU_INDEX == CPU_INDEX
+
+
+# --- make strip, make linkcheck --------------------------------------------------------
+
+
+def _installed(venv: Path) -> None:
+    """Mark the stand-in venv as set up, so `env` has nothing to do."""
+    (venv / ".eigprec-installed").touch()
+    newest = max((ROOT / f).stat().st_mtime for f in ("requirements.txt", "pyproject.toml"))
+    os.utime(venv / ".eigprec-installed", (newest + 10, newest + 10))
+
+
+def _nbstripout_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nbstripout") is not None
+
+
+@needs_make
+@pytest.mark.skipif(not _nbstripout_available(), reason="nbstripout not installed")
+def test_make_strip_empties_outputs_and_counts_and_keeps_ids(fake_venv, fake_bin, tmp_path):
+    _installed(fake_venv)
+    (fake_venv / "bin" / "nbstripout").write_text(
+        f'#!/bin/sh\nexec {sys.executable} -m nbstripout "$@"\n'
+    )
+    (fake_venv / "bin" / "nbstripout").chmod(0o755)
+    committed = json.loads((ROOT / "book" / "tf32.ipynb").read_text())
+    executed = json.loads(json.dumps(committed))
+    for i, cell in enumerate(c for c in executed["cells"] if c["cell_type"] == "code"):
+        cell["execution_count"] = i + 1
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["x\n"]}]
+        cell["metadata"]["execution"] = {"iopub.status.idle": "2026-01-01T00:00:00Z"}
+    notebook = tmp_path / "tf32.ipynb"
+    notebook.write_text(json.dumps(executed, indent=1))
+    result = _make("strip", fake_venv, fake_bin, NOTEBOOKS=str(notebook))
+    assert result.returncode == 0, result.stdout + result.stderr
+    stripped = json.loads(notebook.read_text())
+    assert stripped == committed  # the committed notebook is exactly a stripped one
+
+
+@needs_make
+def test_make_linkcheck_builds_links_only_without_executing(fake_venv, fake_bin, tmp_path):
+    _installed(fake_venv)
+    log = tmp_path / "jb-args.json"
+    (fake_venv / "bin" / "jupyter-book").write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(log)!r}, 'w'))\n"
+    )
+    (fake_venv / "bin" / "jupyter-book").chmod(0o755)
+    build = tmp_path / "build"
+    result = _make("linkcheck", fake_venv, fake_bin, BUILD=str(build))
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = json.loads(log.read_text())
+    config = build / "linkcheck" / "_config.yml"
+    assert args[:3] == ["build", ".", "--builder"] and args[3] == "linkcheck"
+    assert args[args.index("--config") + 1] == str(config)
+    assert args[args.index("--path-output") + 1] == str(build / "linkcheck")
+    original = yaml.safe_load((ROOT / "_config.yml").read_text())
+    derived = yaml.safe_load(config.read_text())
+    assert derived["execute"].pop("execute_notebooks") == "off"
+    assert original["execute"].pop("execute_notebooks") == "cache"
+    # jupyter-book resolves these against the config file's folder: absolute in the copy.
+    local = derived["sphinx"].pop("local_extensions")
+    assert local == {
+        name: str((ROOT / path).resolve())
+        for name, path in original["sphinx"].pop("local_extensions").items()
+    }
+    # Unexecuted chapters glue nothing: only those warnings are silenced.
+    suppressed = derived["sphinx"]["config"].pop("suppress_warnings")
+    assert suppressed == [*original["sphinx"]["config"].pop("suppress_warnings", []), "mystnb.glue"]
+    assert derived == original

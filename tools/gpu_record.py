@@ -1,0 +1,742 @@
+"""Run the GPU half of the book on a bare, offline NVIDIA machine, in one call.
+
+``bash tools/gpu_record.sh`` (or ``make gpu-record``) calls this file with the machine's
+Python (3.12 with torch and CuPy preinstalled). It
+
+1. refuses at once, exit status 3, where no NVIDIA GPU is visible;
+2. creates a virtual environment with ``--system-site-packages`` (the preinstalled torch,
+   CuPy, numpy, scipy, matplotlib, pytest and hypothesis stay in use) and installs into it,
+   without any network, the wheels carried in ``gpu-wheels/`` (made by
+   ``tools/gpu_wheels.py``) and this checkout (editable; a ``.pth`` line to ``src/`` where
+   setuptools is missing);
+3. prints and stores the GPU, driver, torch, CUDA and CuPy versions;
+4. runs the recorders ``python -m eigprec.bench tf32|eig|degeneracy``, then the unit suite
+   (JUnit XML and a JSON digest of it), then executes every chapter notebook with nbclient
+   where the bundle brought it (skipped, saying so, where it did not);
+5. writes everything into one folder (``--out``; default ``$OUT`` where set, else
+   ``_build/gpu-record``): ``records/`` (the JSON the chapters read, with provenance),
+   ``logs/``, ``reports/``, ``notebooks/``, ``environment.json`` and ``summary.json``
+   (what ran, what was skipped and why).
+
+Every step runs in its own process group under a time limit taken from one overall budget
+(``--budget``, default 540 s, so a 10-minute machine call leaves room for its start), and
+later steps are skipped, saying so, once it is spent. ``--dry-run`` (or
+``EIGPREC_GPU_RECORD_DRYRUN=1``) skips the GPU check and every GPU step but still creates the
+environment and writes the summary: that is what ``tests/test_gpu_record.py`` exercises.
+
+Only the standard library is used here: this file runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = "eigprec.gpu-record/1"
+NO_GPU_EXIT = 3
+#: What a full run does, in this order: recorders first, the slowest parts last.
+STEPS = ("tf32", "eig", "degeneracy", "tests", "notebooks")
+RECORDERS = {"tf32": "tf32_gpu.json", "eig": "eig_gpu.json", "degeneracy": "degeneracy_gpu.json"}
+#: Most seconds each step may take (less where the overall budget has less left).
+STEP_LIMITS = {
+    "venv": 90,
+    "install": 150,
+    "versions": 60,
+    "tf32": 90,
+    "eig": 200,
+    "degeneracy": 150,
+    "tests": 300,
+    "notebooks": 300,
+}
+#: A recorder that accepts ``--budget`` stops starting new work this long before its limit.
+RECORDER_MARGIN_S = 20
+STATUSES = ("ok", "failed", "skipped", "timeout")
+#: A step is not started with less time than this left.
+MIN_STEP_S = 15.0
+# The Makefile's settings for executing chapters (progress as text, kernels from the venv).
+NOTEBOOK_ENV = {
+    "EIGPREC_PROGRESS": "text",
+    "JUPYTER_PREFER_ENV_PATH": "1",
+    "JUPYTER_PLATFORM_DIRS": "1",
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+}
+NOTEBOOK_MODULES = ("nbclient", "nbformat", "ipykernel", "jupyter_client")
+
+_VERSIONS_SCRIPT = r"""
+import importlib, importlib.metadata as md, json, platform, sys
+out = {"python": platform.python_version(), "executable": sys.executable}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    out["cuda_available"] = torch.cuda.is_available()
+    if torch.cuda.is_available():
+        cap = torch.cuda.get_device_capability(0)
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["compute_capability"] = f"{cap[0]}.{cap[1]}"
+        out["tf32_hardware"] = cap >= (8, 0)
+        out["cudnn"] = torch.backends.cudnn.version()
+except Exception as exc:
+    out["torch_error"] = repr(exc)
+try:
+    import cupy
+    out["cupy"] = cupy.__version__
+    out["cupy_cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+    out["cupy_cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    out["cupy_devices"] = cupy.cuda.runtime.getDeviceCount()
+except Exception as exc:
+    out["cupy_error"] = repr(exc)
+try:
+    import eigprec
+    out["eigprec"] = eigprec.__file__
+except Exception as exc:
+    out["eigprec_error"] = repr(exc)
+packages = {}
+for name in ("numpy", "scipy", "matplotlib", "pytest", "hypothesis", "nbclient", "ipykernel",
+             "nbformat", "jupyter_client", "emerging-optimizers", "PyYAML", "tqdm", "Pygments"):
+    try:
+        packages[name] = md.version(name)
+    except md.PackageNotFoundError:
+        packages[name] = None
+out["packages"] = packages
+print(json.dumps(out))
+"""
+
+
+# --------------------------------------------------------------------------- small parts
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def default_out() -> Path:
+    """``$OUT`` where set (the device machine's returned folder), else ``_build/gpu-record``."""
+    env = os.environ.get("OUT", "").strip()
+    return Path(env) if env else ROOT / "_build" / "gpu-record"
+
+
+def parse_steps(text: str) -> list[str]:
+    """Comma-separated step names, validated and put in the canonical order.
+
+    Args:
+        text: e.g. ``"eig,tests"`` or ``"all"``.
+
+    Returns:
+        The steps, in the order of :data:`STEPS`.
+
+    Raises:
+        argparse.ArgumentTypeError: naming an unknown step.
+    """
+    if text.strip() == "all":
+        return list(STEPS)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in STEPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown step(s) {unknown or text!r}; choose from {', '.join(STEPS)} or 'all'"
+        )
+    return [s for s in STEPS if s in names]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``tools/gpu_record.sh``."""
+    p = argparse.ArgumentParser(
+        prog="tools/gpu_record.sh",
+        description="Record the book's GPU results on an offline NVIDIA machine.",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder ($OUT or _build/gpu-record)"
+    )
+    p.add_argument("--wheels", type=Path, default=ROOT / "gpu-wheels", help="carried wheels")
+    p.add_argument(
+        "--venv", type=Path, default=ROOT / "_build" / "gpu-record-venv", help="venv to create"
+    )
+    p.add_argument("--steps", type=parse_steps, default=list(STEPS), help="e.g. eig,tests or all")
+    p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole run")
+    p.add_argument("--full", action="store_true", help="EIGPREC_FULL=1 for the notebooks")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=os.environ.get("EIGPREC_GPU_RECORD_DRYRUN", "") == "1",
+        help="no GPU: build the venv and the report, skip every GPU step",
+    )
+    p.add_argument("--python", default=sys.executable, help="base interpreter of the venv")
+    return p
+
+
+def gpu_refusal(python: str) -> str | None:
+    """Why this machine cannot record (no driver, no GPU, torch without CUDA), or None.
+
+    Args:
+        python: the interpreter whose torch must see the GPU.
+
+    Returns:
+        A message for the user, or None when an NVIDIA GPU is usable.
+    """
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return (
+            "no NVIDIA GPU here: nvidia-smi is not on PATH (no NVIDIA driver). "
+            "tools/gpu_record.sh records GPU results and has nothing to do on this machine; "
+            "use --dry-run to check the environment set-up only."
+        )
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"no usable NVIDIA GPU here: `nvidia-smi -L` failed ({exc})."
+    if listing.returncode != 0 or "GPU " not in listing.stdout:
+        said = (listing.stdout + listing.stderr).strip().splitlines()
+        return (
+            "no usable NVIDIA GPU here: `nvidia-smi -L` exited with status "
+            f"{listing.returncode} ({said[0] if said else 'no output'})."
+        )
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        ok = subprocess.run([python, "-c", probe], capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{python} could not be asked whether torch sees the GPU ({exc})."
+    if ok.returncode != 0:
+        return (
+            f"nvidia-smi lists a GPU, but torch under {python} does not see it "
+            "(torch.cuda.is_available() is False, or torch is missing)."
+        )
+    return None
+
+
+def cell_timeout(config: Path = ROOT / "_config.yml", default: int = 600) -> int:
+    """The book's per-cell execution timeout (``execute.timeout`` in ``_config.yml``).
+
+    Read with a regular expression: PyYAML may not be installed where this runs.
+    """
+    try:
+        text = config.read_text(encoding="utf-8")
+    except OSError:
+        return default
+    block = re.search(r"^execute:\n((?:[ \t]+.*\n|\s*\n)+)", text, re.MULTILINE)
+    found = block and re.search(r"^\s+timeout:\s*(\d+)", block.group(1), re.MULTILINE)
+    return int(found.group(1)) if found else default
+
+
+def junit_digest(path: Path) -> dict[str, Any]:
+    """Counts and the non-passing test cases of a pytest JUnit XML report.
+
+    Args:
+        path: the ``--junitxml`` file.
+
+    Returns:
+        ``{"tests", "passed", "failed", "errors", "skipped", "cases"}`` where ``cases`` lists
+        each failed, erroneous or skipped case with its outcome and message.
+
+    Raises:
+        ValueError: if the file is not a JUnit report.
+    """
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ValueError(f"{path} is not a readable JUnit XML report: {exc}") from exc
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    if root.tag not in ("testsuite", "testsuites"):
+        raise ValueError(f"{path}: root element is <{root.tag}>, not a JUnit test suite")
+    counts = {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    cases = []
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            counts["tests"] += 1
+            outcome = "passed"
+            message = ""
+            for tag, name in (("failure", "failed"), ("error", "errors"), ("skipped", "skipped")):
+                child = case.find(tag)
+                if child is not None:
+                    outcome = name
+                    message = child.get("message", "") or (child.text or "")[:500]
+                    break
+            counts[outcome] += 1
+            if outcome != "passed":
+                cases.append(
+                    {
+                        "test": f"{case.get('classname', '')}::{case.get('name', '')}",
+                        "outcome": outcome,
+                        "message": message.strip()[:500],
+                    }
+                )
+    return {**counts, "cases": cases}
+
+
+def validate_summary(summary: Any) -> None:
+    """Check the structure of ``summary.json``.
+
+    Raises:
+        ValueError: naming the first missing or wrong field.
+    """
+    if not isinstance(summary, dict):
+        raise ValueError("summary: expected a JSON object")
+    for key, kind in (
+        ("schema", str),
+        ("started", str),
+        ("finished", str),
+        ("seconds", (int, float)),
+        ("dry_run", bool),
+        ("exit_status", int),
+        ("steps", list),
+        ("wheels", dict),
+        ("install", dict),
+    ):
+        if not isinstance(summary.get(key), kind):
+            raise ValueError(f"summary: {key!r} missing or not a {kind}")
+    if summary["schema"] != SCHEMA:
+        raise ValueError(f"summary: schema {summary['schema']!r}, expected {SCHEMA!r}")
+    for i, step in enumerate(summary["steps"]):
+        for key in ("name", "status", "seconds", "reason", "log", "outputs"):
+            if key not in step:
+                raise ValueError(f"summary: steps[{i}] lacks {key!r}")
+        if step["status"] not in STATUSES:
+            raise ValueError(f"summary: steps[{i}] has status {step['status']!r}")
+        if step["status"] != "ok" and not step["reason"]:
+            raise ValueError(
+                f"summary: steps[{i}] ({step['name']}) is {step['status']} without a reason"
+            )
+
+
+# --------------------------------------------------------------------------- running steps
+
+
+class Run:
+    """One recording session: the output folder, the time budget and the step log."""
+
+    def __init__(self, out: Path, budget: float, dry_run: bool) -> None:
+        self.out = out
+        self.start = time.monotonic()
+        self.budget = budget
+        self.dry_run = dry_run
+        self.steps: list[dict[str, Any]] = []
+        for sub in ("logs", "records", "reports", "notebooks"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+
+    def remaining(self) -> float:
+        return self.budget - (time.monotonic() - self.start)
+
+    def limit(self, name: str, last: bool = False) -> float:
+        # The last step requested may use whatever the budget has left.
+        cap = math.inf if last else STEP_LIMITS.get(name, 120)
+        return min(cap, self.remaining() - 5)
+
+    def note(self, name: str, status: str, reason: str = "", seconds: float = 0.0, **extra: Any):
+        entry = {
+            "name": name,
+            "status": status,
+            "seconds": round(seconds, 2),
+            "reason": reason,
+            "log": extra.pop("log", None),
+            "outputs": extra.pop("outputs", []),
+            **extra,
+        }
+        self.steps.append(entry)
+        mark = {"ok": "ok  ", "failed": "FAIL", "skipped": "skip", "timeout": "TIME"}[status]
+        print(f"[{mark}] {name} ({seconds:.0f} s){': ' + reason if reason else ''}", flush=True)
+        return entry
+
+    def execute(
+        self, name: str, cmd: list[str], *, limit: float | None = None, env: dict | None = None
+    ) -> tuple[str, int | None, str, float]:
+        """Run ``cmd`` with its output in ``logs/<name>.log``; kill its process group on time-out.
+
+        Returns:
+            ``(status, returncode, log path relative to out, seconds)``; status ``"ok"``,
+            ``"failed"`` or ``"timeout"``.
+        """
+        limit = self.limit(name) if limit is None else limit
+        log = self.out / "logs" / f"{name.replace(':', '-')}.log"
+        t0 = time.monotonic()
+        with log.open("w", encoding="utf-8") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n(limit {limit:.0f} s, started {now()})\n\n")
+            fh.flush()
+            proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+            try:
+                rc: int | None = proc.wait(timeout=max(limit, 1))
+            except subprocess.TimeoutExpired:
+                # The whole group: pytest's or nbclient's children (kernels) too.
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                rc = None
+            fh.write(f"\n(exit status {rc}, {time.monotonic() - t0:.1f} s)\n")
+        status = "timeout" if rc is None else ("ok" if rc == 0 else "failed")
+        return status, rc, str(log.relative_to(self.out)), time.monotonic() - t0
+
+    def tail(self, log: str, lines: int = 15) -> str:
+        text = (self.out / log).read_text(encoding="utf-8", errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def create_venv(run: Run, venv: Path, python: str) -> dict[str, Any]:
+    """A fresh venv on top of the machine's packages; pip from ensurepip where it exists.
+
+    Returns:
+        ``{"python": <venv python>, "pip": <pip command prefix>}``.
+    """
+    if venv.exists():
+        shutil.rmtree(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    status, _, log, secs = run.execute(
+        "venv", [python, "-m", "venv", "--system-site-packages", str(venv)]
+    )
+    vpy = str(venv / "bin" / "python")
+    pip = [vpy, "-m", "pip"]
+    how = "venv with pip"
+    if status != "ok":
+        # Debian's python without python3-venv has no ensurepip: a pip-less venv, filled by
+        # the base interpreter's pip (--python needs pip >= 22.3).
+        if venv.exists():
+            shutil.rmtree(venv)
+        status, _, log, more = run.execute(
+            "venv", [python, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)]
+        )
+        secs += more
+        pip = [python, "-m", "pip", "--python", vpy]
+        how = "venv without pip (base interpreter's pip)"
+    if status != "ok":
+        run.note("venv", "failed", f"could not create {venv}; see {log}", secs, log=log)
+        raise SystemExit(1)
+    run.note("venv", "ok", "", secs, log=log, how=how, path=str(venv))
+    return {"python": vpy, "pip": pip}
+
+
+def wheel_requirements(wheels: Path) -> tuple[list[str], str]:
+    """What to install from the carried folder: the manifest's pins, else every wheel there.
+
+    The eigprec wheel is left out: the package is installed from this checkout.
+
+    Returns:
+        ``(requirements or wheel paths, how they were chosen)``.
+    """
+    manifest = wheels / "manifest.json"
+    if manifest.is_file():
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        reqs = [f"{p['name']}=={p['version']}" for p in data.get("packages", [])]
+        return reqs, "manifest.json"
+    files = sorted(
+        str(p) for p in wheels.glob("*.whl") if not p.name.lower().startswith("eigprec-")
+    )
+    return files, "every *.whl"
+
+
+def install(run: Run, env: dict[str, Any], wheels: Path) -> dict[str, Any]:
+    """Carried wheels (offline), then this checkout; returns what happened, for the summary."""
+    info: dict[str, Any] = {"wheels_dir": str(wheels)}
+    pip = [*env["pip"], "install", "--no-index", "--disable-pip-version-check", "--no-input"]
+    reqs, how = wheel_requirements(wheels) if wheels.is_dir() else ([], "no folder")
+    info["wheels_chosen_by"] = how
+    info["wheels"] = reqs
+    t0 = time.monotonic()
+    if reqs:
+        status, _, log, _ = run.execute(
+            "install-wheels", [*pip, "--find-links", str(wheels), *reqs]
+        )
+        if status != "ok":
+            # One unsatisfiable dependency should not keep the rest of the bundle out.
+            status, _, log, _ = run.execute(
+                "install-wheels-nodeps", [*pip, "--no-deps", "--find-links", str(wheels), *reqs]
+            )
+            info["wheels_no_deps"] = True
+        info["wheels_status"] = status
+        info["wheels_log"] = log
+    else:
+        info["wheels_status"] = "skipped"
+    status, _, log, _ = run.execute(
+        "install-eigprec", [*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
+    )
+    info["eigprec_log"] = log
+    if status == "ok":
+        info["eigprec"] = "editable install"
+    else:
+        # No setuptools in reach offline: put src/ on the venv's path instead.
+        site = subprocess.run(
+            [env["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(site, "eigprec-checkout.pth").write_text(str(ROOT / "src") + "\n")
+        info["eigprec"] = f"src/ on the path ({Path(site, 'eigprec-checkout.pth')})"
+    # Where eigprec resolves, without importing it (and torch): a dry run has no torch.
+    check = subprocess.run(
+        [env["python"], "-c", "import importlib.util as u; print(u.find_spec('eigprec').origin)"],
+        capture_output=True,
+        text=True,
+    )
+    info["eigprec_file"] = check.stdout.strip() or None
+    reason = ""
+    status = "ok"
+    if info["wheels_status"] not in ("ok", "skipped"):
+        status, reason = "failed", f"the carried wheels did not install; see {info['wheels_log']}"
+    if not info["eigprec_file"]:
+        status = "failed"
+        reason = (reason + "; " if reason else "") + "eigprec is not found in the venv"
+    elif not str(info["eigprec_file"]).startswith(str(ROOT / "src")):
+        status = "failed"
+        reason = f"eigprec imports from {info['eigprec_file']}, not from this checkout"
+    if not reqs and not reason:
+        reason = f"no carried wheels in {wheels} (notebooks will be skipped)"
+    run.note("install", status, reason, time.monotonic() - t0, log=info["eigprec_log"])
+    return info
+
+
+def versions(run: Run, env: dict[str, Any]) -> dict[str, Any]:
+    """GPU, driver, torch, CUDA, CuPy and package versions, printed and stored."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [env["python"], "-c", _VERSIONS_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    data: dict[str, Any] = {}
+    if proc.returncode == 0 and proc.stdout.strip():
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    else:
+        data["error"] = proc.stderr.strip()[-2000:]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        q = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
+        data["nvidia_smi"] = q.stdout.strip()
+    (run.out / "environment.json").write_text(json.dumps(data, indent=2) + "\n")
+    for key in ("gpu", "compute_capability", "nvidia_smi", "torch", "torch_cuda", "cupy", "python"):
+        if key in data:
+            print(f"    {key}: {data[key]}")
+    status = "ok" if "error" not in data else "failed"
+    run.note(
+        "versions",
+        status,
+        "" if status == "ok" else "the version probe failed in the venv",
+        time.monotonic() - t0,
+        outputs=["environment.json"],
+    )
+    return data
+
+
+# --------------------------------------------------------------------------- GPU steps
+
+
+def record(run: Run, env: dict[str, Any], name: str, last: bool = False) -> None:
+    """``python -m eigprec.bench <name>`` into ``records/``; status 2 means refused."""
+    limit = run.limit(name, last)
+    if limit < MIN_STEP_S:
+        run.note(name, "skipped", "time budget spent")
+        return
+    out = run.out / "records" / RECORDERS[name]
+    cmd = [env["python"], "-m", "eigprec.bench", name, "--out", str(out)]
+    if name in ("eig", "degeneracy"):
+        cmd += ["--budget", f"{max(limit - RECORDER_MARGIN_S, 5):.0f}"]
+    status, rc, log, secs = run.execute(f"record-{name}", cmd, limit=limit)
+    outputs = [str(out.relative_to(run.out))] if out.is_file() else []
+    if status == "ok" and outputs:
+        run.note(name, "ok", "", secs, log=log, outputs=outputs)
+    elif rc == 2:
+        run.note(name, "skipped", "refused: " + run.tail(log, 3).replace("\n", " "), secs, log=log)
+    else:
+        why = "timed out" if status == "timeout" else f"exit status {rc}"
+        print(run.tail(log), flush=True)
+        run.note(name, status if status != "ok" else "failed", f"{why}; see {log}", secs, log=log)
+
+
+def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
+    """The whole unit suite on the GPU, with JUnit XML and a JSON digest."""
+    limit = run.limit("tests", last)
+    if limit < 2 * MIN_STEP_S:
+        run.note("tests", "skipped", "time budget spent")
+        return
+    if missing_modules(env["python"], ("yaml",)):
+        run.note(
+            "tests",
+            "skipped",
+            "PyYAML is not installed (tests/conftest.py imports it): carry the wheel bundle "
+            "(python tools/gpu_wheels.py)",
+        )
+        return
+    junit = run.out / "reports" / "junit.xml"
+    cmd = [env["python"], "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]
+    cmd += [f"--junitxml={junit}", "tests"]
+    status, rc, log, secs = run.execute("tests", cmd, limit=limit)
+    outputs, extra = [], {}
+    if junit.is_file():
+        digest = junit_digest(junit)
+        (run.out / "reports" / "tests.json").write_text(json.dumps(digest, indent=2) + "\n")
+        outputs = ["reports/junit.xml", "reports/tests.json"]
+        extra = {k: digest[k] for k in ("tests", "passed", "failed", "errors", "skipped")}
+    reason = ""
+    if status == "timeout":
+        reason = f"timed out after {limit:.0f} s; see {log}"
+    elif status != "ok":
+        reason = f"pytest exit status {rc}: {extra or 'no report'}; see {log}"
+    print(run.tail(log, 4), flush=True)
+    run.note("tests", status, reason, secs, log=log, outputs=outputs, **extra)
+
+
+def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` do not import under ``python``."""
+    probe = (
+        "import importlib.util, sys; "
+        "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    )
+    proc = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True)
+    return proc.stdout.split() if proc.returncode == 0 else list(modules)
+
+
+def notebooks(run: Run, env: dict[str, Any], full: bool) -> None:
+    """Execute every chapter with nbclient, as the book build would, where nbclient exists."""
+    missing = missing_modules(env["python"], NOTEBOOK_MODULES)
+    if missing:
+        run.note(
+            "notebooks",
+            "skipped",
+            f"{', '.join(missing)} not installed: carry the wheel bundle "
+            "(python tools/gpu_wheels.py) to execute the chapters",
+        )
+        return
+    extra_env = dict(NOTEBOOK_ENV)
+    if full:
+        extra_env["EIGPREC_FULL"] = "1"
+    chapters = sorted((ROOT / "book").glob("*.ipynb"))
+    for i, nb in enumerate(chapters):
+        name = f"notebook-{nb.stem}"
+        # A fair share of what is left, and never less than the usual limit where it fits.
+        share = (run.remaining() - 5) / (len(chapters) - i)
+        limit = min(max(share, STEP_LIMITS["notebooks"]), run.remaining() - 5)
+        if limit < 2 * MIN_STEP_S:
+            run.note(name, "skipped", "time budget spent")
+            continue
+        target = run.out / "notebooks" / nb.name
+        cmd = [env["python"], str(Path(__file__).resolve()), "execute-notebook", str(nb)]
+        cmd += [str(target), "--timeout", str(cell_timeout())]
+        status, rc, log, secs = run.execute(name, cmd, limit=limit, env=extra_env)
+        outputs = [str(target.relative_to(run.out))] if target.is_file() else []
+        reason = "" if status == "ok" else f"{status} (exit {rc}); see {log}"
+        if status != "ok":
+            print(run.tail(log, 8), flush=True)
+        run.note(name, status, reason, secs, log=log, outputs=outputs)
+
+
+def execute_notebook(source: Path, target: Path, timeout: int) -> int:
+    """Run one notebook in ``book/`` with nbclient; save it, executed, even when a cell fails.
+
+    Runs inside the venv (``python tools/gpu_record.py execute-notebook SRC DST``).
+    """
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(source, as_version=4)
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=False,
+        resources={"metadata": {"path": str(source.parent)}},
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as exc:
+        nbformat.write(nb, target)
+        print(f"{source.name}: a cell failed:\n{exc}", file=sys.stderr)
+        return 1
+    nbformat.write(nb, target)
+    print(f"{source.name}: executed, saved to {target}")
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the whole recording (or one notebook, for the internal ``execute-notebook``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["execute-notebook"]:
+        p = argparse.ArgumentParser(prog="gpu_record.py execute-notebook")
+        p.add_argument("source", type=Path)
+        p.add_argument("target", type=Path)
+        p.add_argument("--timeout", type=int, default=600)
+        a = p.parse_args(argv[1:])
+        return execute_notebook(a.source, a.target, a.timeout)
+    args = build_parser().parse_args(argv)
+    if not args.dry_run:
+        reason = gpu_refusal(args.python)
+        if reason is not None:
+            print(f"gpu_record: {reason}", file=sys.stderr)
+            return NO_GPU_EXIT
+    out = (args.out or default_out()).resolve()
+    run = Run(out, args.budget, args.dry_run)
+    started = now()
+    print(f"gpu_record: writing to {out}{' (dry run)' if args.dry_run else ''}", flush=True)
+    env = create_venv(run, args.venv.resolve(), args.python)
+    install_info = install(run, env, args.wheels.resolve())
+    environment = versions(run, env)
+    for step in args.steps:
+        if args.dry_run:
+            run.note(step, "skipped", "dry run: no GPU step is executed")
+        elif step in RECORDERS:
+            record(run, env, step, last=step == args.steps[-1])
+        elif step == "tests":
+            unit_tests(run, env, last=step == args.steps[-1])
+        else:
+            notebooks(run, env, args.full)
+    if args.dry_run and "notebooks" in args.steps:
+        missing = missing_modules(env["python"], NOTEBOOK_MODULES)
+        install_info["notebooks_ready"] = not missing
+        install_info["notebooks_missing"] = missing
+    failed = [s["name"] for s in run.steps if s["status"] in ("failed", "timeout")]
+    summary = {
+        "schema": SCHEMA,
+        "started": started,
+        "finished": now(),
+        "seconds": round(time.monotonic() - run.start, 1),
+        "dry_run": args.dry_run,
+        "out": str(out),
+        "requested_steps": args.steps,
+        "budget_s": args.budget,
+        "gpu": environment.get("gpu"),
+        "torch": environment.get("torch"),
+        "cupy": environment.get("cupy"),
+        "wheels": {
+            "dir": str(args.wheels),
+            "present": args.wheels.is_dir(),
+            "chosen_by": install_info.get("wheels_chosen_by"),
+        },
+        "install": install_info,
+        "steps": run.steps,
+        "failed": failed,
+        "exit_status": 1 if failed else 0,
+    }
+    validate_summary(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"gpu_record: {len(failed)} failed step(s){': ' + ', '.join(failed) if failed else ''}")
+    print(f"gpu_record: summary in {out / 'summary.json'}")
+    return summary["exit_status"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

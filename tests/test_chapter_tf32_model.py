@@ -97,10 +97,11 @@ def test_matvec_is_outside_the_emulator():
     assert tk.matvec_scope_check() == {"mm": 0.0, "mv": 2.0**-12}
 
 
-def test_conv_check_reports_the_cudnn_switch():
+def test_conv_emulation_follows_the_cudnn_switch():
+    before = torch.backends.cudnn.allow_tf32
     check = tk.conv_emulation_check()
-    assert check["cudnn_allow_tf32"] is torch.backends.cudnn.allow_tf32
-    assert isinstance(check["rounded"], bool)
+    assert torch.backends.cudnn.allow_tf32 is before  # restored
+    assert check == {"cudnn_allow_tf32": True, "rounded": True, "rounded_when_off": False}
 
 
 def test_diag_audit_finds_the_one_product():

@@ -130,24 +130,33 @@ def matvec_scope_check() -> dict[str, float]:
 
 
 def conv_emulation_check() -> dict[str, object]:
-    """Whether this build's :func:`~eigprec.tf32.emulate_tf32` rounds convolution operands.
+    """Whether :func:`~eigprec.tf32.emulate_tf32` rounds convolution operands, and obeys cuDNN.
 
-    A 1×1 ``conv2d`` of the input ``1 + 2**-12`` with weight 1, at the defaults
-    (``cudnn.allow_tf32`` as torch starts) under ``emulate_tf32(force=True)``.
+    A 1×1 ``conv2d`` of the input ``1 + 2**-12`` with weight 1 under
+    ``emulate_tf32(force=True)``: once at the defaults (``cudnn.allow_tf32`` as torch
+    starts) and once inside ``torch.backends.cudnn.flags(allow_tf32=False)``.
 
     Returns:
-        ``{"cudnn_allow_tf32": ..., "rounded": ...}``: the cuDNN switch and whether the
-        convolution's result lost the ``2**-12``.
+        ``{"cudnn_allow_tf32", "rounded", "rounded_when_off"}``: the cuDNN switch at the
+        defaults and whether the convolution's result lost the ``2**-12`` at the defaults
+        and with the switch off.
 
     Example:
         >>> sorted(conv_emulation_check())
-        ['cudnn_allow_tf32', 'rounded']
+        ['cudnn_allow_tf32', 'rounded', 'rounded_when_off']
     """
     x = torch.full((1, 1, 1, 1), _OFF)
     w = torch.ones(1, 1, 1, 1)
     with emulate_tf32(force=True):
-        y = torch.nn.functional.conv2d(x, w).item()
-    return {"cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32), "rounded": y == 1.0}
+        rounded = torch.nn.functional.conv2d(x, w).item() == 1.0
+    cudnn = torch.backends.cudnn
+    with cudnn.flags(enabled=cudnn.enabled, allow_tf32=False), emulate_tf32(force=True):
+        rounded_off = torch.nn.functional.conv2d(x, w).item() == 1.0
+    return {
+        "cudnn_allow_tf32": bool(cudnn.allow_tf32),
+        "rounded": rounded,
+        "rounded_when_off": rounded_off,
+    }
 
 
 def compile_under_emulator_check() -> dict[str, float]:

@@ -53,12 +53,14 @@ def test_fp64_method_is_storage_limited():
     assert res.table()[0]["true"] == 2.5e6
 
 
-def test_tf32_error_is_at_predicted_level_and_flat():
+def test_tf32_error_is_at_predicted_level_and_nearly_independent_of_lambda():
     res = tx.diag_qtlq_experiment(methods=("tf32",))
     level = tx.predicted_error_level(res.eigenvalues, 2.0**-11)
     err = res.errors("tf32")
     assert level / 4 < err.median() < 4 * level
-    assert 0.1 < err[:20].median() / err[-20:].median() < 10
+    # seven orders of magnitude apart, head and tail errors differ by a small factor; the
+    # head's is larger (rounding Q adds an error proportional to lambda_i)
+    assert 2 < err[:20].median() / err[-20:].median() < 5
 
 
 def test_median_model_matches_operand_rounding():

@@ -18,6 +18,37 @@ def test_formats_figure_is_labelled():
     fig = tp.plot_formats()
     ax = fig.axes[0]
     assert ax.get_title() and ax.get_xlabel()
+    # the grey bits are rounded away, not ignored: the highest of them decides the rounding
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "float32 bits rounded away" in legend
+    assert not any("ignor" in t.get_text() for t in ax.texts)
+    plt.close(fig)
+
+
+def test_3xtf32_line_is_the_split_loss():
+    result = diag_qtlq_experiment(n=32)
+    fig = tp.plot_qtlq_errors(result)
+    levels = [
+        line.get_ydata()[0] for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"
+    ]
+    expected = predicted_median_error(result.eigenvalues, 2.0**-23)
+    assert any(abs(level - expected) <= 1e-12 * expected for level in levels)
+    plt.close(fig)
+
+
+def test_relative_error_figure():
+    from eigprec.chapters.tf32.model import qtlq_rounding_contributions
+
+    result = diag_qtlq_experiment(n=32, methods=("fp32",))
+    fig = tp.plot_qtlq_relative_errors(qtlq_rounding_contributions(n=32), result)
+    ax = fig.axes[0]
+    assert ax.get_title() and "λ" in ax.get_xlabel() and "relative" in ax.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"only L rounded", "only Q rounded", "float32 ('highest')"} <= set(labels)
+    # the model line for rounding L has slope -1 on log-log axes
+    line = next(x for x in ax.get_lines() if "slope" in x.get_label())
+    xs, ys = line.get_xdata(), line.get_ydata()
+    assert abs(float(xs[0] * ys[0]) - float(xs[-1] * ys[-1])) < 1e-9 * float(xs[0] * ys[0])
     plt.close(fig)
 
 

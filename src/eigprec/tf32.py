@@ -81,6 +81,7 @@ def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Te
     # normal and subnormal numbers alike: a carry out of the mantissa increments the
     # exponent (the next binade, or +-inf past the largest finite value), and the sign
     # bit is never reached because finite magnitudes stay below 0x7F800000 + 0x1000.
+    # [show:bits]
     bits = x.view(torch.int32)
     if rounding == "rna":
         out = bits + _HALF_ULP
@@ -92,6 +93,7 @@ def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Te
         out = bits.clone()
     out.bitwise_and_(_KEEP_MASK)
     result = out.view(torch.float32)
+    # [/show:bits]
     # NaN payloads may sit in the dropped bits (rounding could turn them into inf or
     # even -0.0). On the CPU a NaN makes the sum NaN, so one read-only reduction screens
     # for them and the select runs only when needed (also on inf + -inf, harmlessly).
@@ -204,8 +206,10 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # Clamping keeps finite values from rounding to inf (the clamp changes only values
     # beyond the largest TF32 number, which then truncate to it); infinities pass.
     finite = torch.isfinite(x)
+    # [show:split]
     big = round_tf32(torch.where(finite, x.clamp(-_MAX_TF32, _MAX_TF32), x), "rne")
     small = round_tf32(torch.where(finite, x - big, torch.zeros_like(x)), "rne")
+    # [/show:split]
     return big, torch.where(torch.isnan(x), x, small)
 
 
@@ -253,11 +257,13 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"matmul_3xtf32: inner dimensions differ, a is {tuple(a.shape)}, b is {tuple(b.shape)}"
         )
+    # [show:products]
     a_big, a_small = split_tf32(a)
     b_big, b_small = split_tf32(b)
     corrections = torch.matmul(a_big, b_small) + torch.matmul(a_small, b_big)
     main = torch.matmul(a_big, b_big)
     return torch.where(torch.isfinite(main), main + corrections, main)
+    # [/show:products]
 
 
 def tf32_matmul_enabled() -> bool:

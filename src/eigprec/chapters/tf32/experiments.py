@@ -25,6 +25,8 @@ from eigprec.tf32 import (
 
 __all__ = [
     "FORMATS",
+    "OOTOMO_A100_TFLOPS",
+    "PUBLISHED_THROUGHPUT",
     "TABLE_INDICES",
     "DiagQtLQResult",
     "build_qtlq_problem",
@@ -273,6 +275,35 @@ def remedies_experiment(
     deflated = diag_qtlq(rest, q, "tf32", rounding) + head_diag
     errors["tf32 deflated"] = (deflated - lam).abs()
     return errors
+
+
+# --- published figures (not measured here) ----------------------------------------------
+
+#: Peak throughput in TFLOP/s from NVIDIA's datasheets: float32 on the CUDA cores, TF32 on the
+#: tensor cores dense and with 2:4 structured sparsity. The A100 datasheet gives TF32 as
+#: "156 TF | 312 TF*" (* with sparsity); the H100 datasheet gives "989 teraFLOPS*" (* with
+#: sparsity, "specifications are one-half lower without sparsity"), so dense is 989/2.
+#: ``source`` is the key of the chapter's bibliography entry.
+PUBLISHED_THROUGHPUT = (
+    {
+        "gpu": "A100 SXM",
+        "fp32": 19.5,
+        "tf32_dense": 156.0,
+        "tf32_sparse": 312.0,
+        "source": "nvidia_a100_datasheet",
+    },
+    {
+        "gpu": "H100 SXM",
+        "fp32": 67.0,
+        "tf32_dense": 494.5,
+        "tf32_sparse": 989.0,
+        "source": "nvidia_h100_datasheet",
+    },
+)
+
+#: Ootomo and Yokota (2022): their error-corrected TF32 GEMM (full float32 exponent range)
+#: on an A100, in TFLOP/s.
+OOTOMO_A100_TFLOPS = 33.0
 
 
 # --- the chapter's smaller tables -----------------------------------------------------

@@ -10,8 +10,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from eigprec.chapters.tf32.experiments import FORMATS, DiagQtLQResult, predicted_median_error
+from eigprec.chapters.tf32.model import RoundingContributions, model_agreement
 
-__all__ = ["hex_float", "plot_formats", "plot_qtlq_errors"]
+__all__ = ["hex_float", "plot_formats", "plot_qtlq_errors", "plot_qtlq_relative_errors"]
 
 _COLORS = {"sign": "#c44e52", "exponent": "#4c72b0", "mantissa": "#55a868", "dropped": "#dddddd"}
 _METHOD_STYLE = {
@@ -20,14 +21,16 @@ _METHOD_STYLE = {
     "3xtf32": ("3xTF32", "#55a868", "^"),
     "fp64": ("float64 arithmetic", "#8172b2", "d"),
 }
-_UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11, "3xtf32": 2.0**-22}
+# 3xTF32's operands carry the split's loss, at most 2**-23 relative (see split_tf32).
+_UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11, "3xtf32": 2.0**-23}
 
 
 def plot_formats() -> Figure:
     """Bit layouts of fp32, TF32, bf16 and fp16, drawn to scale.
 
-    TF32 is drawn inside its 32-bit float32 container, with the 13 mantissa bits the
-    tensor cores ignore greyed out.
+    TF32 is drawn inside its 32-bit float32 container, with the 13 low mantissa bits
+    greyed out: TF32 does not keep them, but rounding to TF32 reads them (the highest
+    of them decides whether to round up).
 
     Returns:
         The matplotlib figure.
@@ -49,7 +52,7 @@ def plot_formats() -> Figure:
                 ax.add_patch(
                     Rectangle((x + b, y + 0.1), 1, 0.8, facecolor=_COLORS[kind], edgecolor="white")
                 )
-            label = {"dropped": f"{width} bits ignored"}.get(kind, f"{width}")
+            label = {"dropped": f"{width} bits rounded away"}.get(kind, f"{width}")
             ax.text(x + width / 2, y + 0.5, label, ha="center", va="center", fontsize=8)
             x += width
         ax.text(-0.8, y + 0.5, name, ha="right", va="center", fontsize=10, fontweight="bold")
@@ -60,7 +63,7 @@ def plot_formats() -> Figure:
     ax.set_xlabel("bit (0 = sign bit, counted from the most significant end)")
     ax.set_title("Floating-point formats: sign, exponent and mantissa bits")
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in _COLORS.values()]
-    labels = ["sign", "exponent", "mantissa (explicit)", "float32 bits TF32 ignores"]
+    labels = ["sign", "exponent", "mantissa (explicit)", "float32 bits rounded away"]
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4)
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
@@ -73,13 +76,14 @@ def plot_qtlq_errors(
 ) -> Figure:
     """|error| of ``diag(QᵀLQ)`` against λ, log-log, with each format's predicted level.
 
-    The dashed horizontal lines are :func:`~eigprec.tf32_experiments.predicted_median_error`
-    for each format's unit roundoff (3xTF32's split keeps about 22 bits): the median error
-    that rounding the operands alone would cause; the grey
+    The dashed horizontal lines are
+    :func:`~eigprec.chapters.tf32.experiments.predicted_median_error` for each format's
+    unit roundoff (for 3xTF32 the split's loss, at most ``2**-23``): the
+    crude model's median error from rounding L alone; the grey
     diagonal is ``|error| = λ``: points above it have lost every correct digit.
 
     Args:
-        result: output of :func:`~eigprec.tf32_experiments.diag_qtlq_experiment`.
+        result: output of :func:`~eigprec.chapters.tf32.experiments.diag_qtlq_experiment`.
         methods: which estimates to draw.
 
     Returns:
@@ -116,6 +120,73 @@ def plot_qtlq_errors(
     ax.set_ylabel("|diag(QᵀLQ) − λ| (same units as λ)")
     where = "real TF32" if result.tf32_real else f"TF32 emulated ({result.rounding})"
     ax.set_title(f"Eigenvalues recovered through diag(QᵀLQ), n = {lam.numel()}, {where}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_qtlq_relative_errors(
+    contributions: RoundingContributions, result: DiagQtLQResult | None = None
+) -> Figure:
+    """Relative error of ``diag(QᵀLQ)`` against λ: rounding only L, only Q, and both.
+
+    On log-log axes an error that does not depend on λ_i (rounding L) falls with slope
+    −1; an error proportional to λ_i (rounding Q) is flat. The dashed lines are the
+    model's medians (:func:`~eigprec.chapters.tf32.model.model_agreement`:
+    ``0.674·√2·s_L‖L‖_F/(n λ)`` and ``0.674·s_Q·√(3/n)``); relative errors above 1 have
+    no correct digit left.
+
+    Args:
+        contributions: output of
+            :func:`~eigprec.chapters.tf32.model.qtlq_rounding_contributions`.
+        result: if given, its float32 ('highest') errors are drawn for comparison.
+
+    Returns:
+        The matplotlib figure.
+
+    Example:
+        >>> from eigprec.chapters.tf32.model import qtlq_rounding_contributions
+        >>> fig = plot_qtlq_relative_errors(qtlq_rounding_contributions(n=32))
+        >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale()
+        ('log', 'log')
+    """
+    c = contributions
+    lam = c.eigenvalues
+    agreement = model_agreement(c)
+    quartile = 0.6744897501960817
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    floor = 2.0**-40
+    series = [
+        (c.both, "TF32: L and Q rounded", "#c44e52", "s"),
+        (c.only_l, "only L rounded", "#dd8452", "o"),
+        (c.only_q, "only Q rounded", "#4c72b0", "^"),
+    ]
+    if result is not None:
+        series.append((result.errors("fp32"), "float32 ('highest')", "#8c8c8c", "."))
+    for err, label, color, marker in series:
+        rel = (err.abs() / lam).clamp_min(floor)
+        ax.scatter(lam, rel, s=14, color=color, marker=marker, label=label, alpha=0.8)
+    ax.plot(
+        lam,
+        quartile * agreement["l_closed"] / lam,
+        color="#dd8452",
+        linestyle="--",
+        linewidth=1,
+        label="model median, L rounded (slope −1)",
+    )
+    ax.axhline(
+        quartile * agreement["q_closed_rel"],
+        color="#4c72b0",
+        linestyle="--",
+        linewidth=1,
+        label="model median, Q rounded (flat)",
+    )
+    ax.axhline(1.0, color="grey", linewidth=1, label="relative error 1: no correct digit")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("true eigenvalue λ (dimensionless)")
+    ax.set_ylabel("|diag(QᵀLQ) − λ| / λ (relative, dimensionless)")
+    ax.set_title(f"Relative error of diag(QᵀLQ) by operand rounded to TF32, n = {c.n}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig

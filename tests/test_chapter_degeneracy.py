@@ -195,3 +195,49 @@ def test_printed_bound_rounds_the_safe_way_and_checks_input():
         printed_bound(1.0, ".1f", "above")
     with pytest.raises(ValueError, match="spec"):
         printed_bound(1.0, ".1g", "upper")
+
+
+# -- figures: a legend on every panel, coinciding runs stay visible -------------------------
+
+
+def test_every_spike_panel_has_a_legend_and_runs_differ_in_style():
+    import matplotlib.pyplot as plt
+
+    from eigprec.chapters.degeneracy import plots
+
+    small = {"shape": (8, 4), "steps": 6, "spike_step": 3}
+    runs = [
+        run_spike("SOAP", "highest", **small),
+        run_spike("REKLS", "highest", **small),
+        run_spike("REKLS", "highest", dtype=torch.float64, **small),
+    ]
+    figs = [
+        plots.plot_spike_angles(runs, ref_step=2, k=2, spike_step=3),
+        plots.plot_spectra(runs, window=(0, 6)),
+        plots.plot_factor_health(runs, window=(0, 6)),
+    ]
+    try:
+        for fig in figs:
+            for ax in fig.axes:
+                assert ax.get_legend() is not None, ax.get_title()
+        for fig in (figs[0], figs[2]):
+            for ax in fig.axes:
+                styles = {(ln.get_linestyle(), ln.get_marker()) for ln in ax.get_lines()[:3]}
+                assert len(styles) == 3, ax.get_title()  # no curve hides another one
+    finally:
+        for fig in figs:
+            plt.close(fig)
+
+
+def test_library_import_leaves_typing_as_it_was():
+    import importlib.util
+    import typing
+
+    from eigprec.chapters.degeneracy.spike import library_soap_class
+
+    if importlib.util.find_spec("emerging_optimizers") is None:
+        pytest.skip("emerging-optimizers is not installed")
+    before = getattr(typing, "override", None)
+    cls = library_soap_class()
+    assert cls.__module__.startswith("emerging_optimizers")
+    assert getattr(typing, "override", None) is before

@@ -100,7 +100,11 @@ def test_every_panel_has_title_labels_and_legend(transient):
     _check_panels(fig)
     with pytest.raises(KeyError):
         plot_training(r, labels=["nope"])
-    _check_panels(plot_transient(transient))
+    fig = plot_transient(transient)
+    _check_panels(fig)
+    for ax in fig.axes:  # settings that coincide (equal λ₁/λ₂ early on) stay distinguishable
+        lines = [ln for ln in ax.get_lines() if "loss before" not in ln.get_label()]
+        assert len({(ln.get_marker(), ln.get_markersize()) for ln in lines}) == len(lines)
     kw = {"spike_step": 12, "window": 2, "shape": (8, 4), "batch": 16}
     s = sensitivity_experiment(
         [Setting("SOAP"), Setting("SOAP", "high")], eps=[1e-8], scales=[1.0, 10.0], **kw

@@ -24,6 +24,10 @@ __all__ = [
     "plot_spike_angles",
 ]
 
+# Dash patterns and markers that keep coinciding curves apart.
+_DASHES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "v", "D", "P")
+
 
 def plot_rotation(result: RotationResult) -> Figure:
     """Top eigenvector and top-2 eigenspace rotation against ‖E‖/gap, with Davis–Kahan.
@@ -89,8 +93,17 @@ def plot_spike_angles(
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for i, run in enumerate(runs):
-        solid = run.tf32 != "none"  # runs that went through TF32 drawn solid
-        style = {"color": f"C{i}", "lw": 1.4, "ls": "-" if solid else "--"}
+        # Curves that coincide (every run without damage sits near 0°) stay visible: each
+        # run has its own dash pattern and marker, placed at staggered steps.
+        style = {
+            "color": f"C{i}",
+            "lw": 1.4,
+            "ls": _DASHES[i % len(_DASHES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "markevery": (2 * i, 2 * len(runs) + 3),
+            "markersize": 5,
+            "fillstyle": "none",
+        }
         steps = torch.arange(run.steps).numpy()
         axes[0].plot(steps, run.top1_angles(ref_step).numpy(), label=run.label, **style)
         axes[1].plot(steps, run.subspace_angles(ref_step, k).numpy(), label=run.label, **style)
@@ -102,7 +115,8 @@ def plot_spike_angles(
         ax.set_title(f"Q_L against step {ref_step}: {title}")
         ax.set_ylim(-2, 92)
     axes[0].set_ylabel("angle (degrees)")
-    axes[1].legend(fontsize=8, loc="center right")
+    for ax in axes:
+        ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     return fig
 
@@ -152,7 +166,7 @@ def plot_spectra(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 70)) -
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("|eigenvalue|")
         ax.set_title(f"Extreme eigenvalues of {name}")
-    axes[1].legend(fontsize=7, loc="center right")
+        ax.legend(fontsize=6, loc="center right")
     fig.tight_layout()
     return fig
 
@@ -229,8 +243,16 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
     for i, run in enumerate(runs):
         hi_i = min(hi, run.steps)
         steps = torch.arange(lo, hi_i)
-        axes[0].step(steps, run.clamped_R[lo:hi_i], where="mid", color=f"C{i}", label=run.label)
-        axes[1].plot(steps, run.rel_change_L[lo:hi_i], color=f"C{i}", label=run.label)
+        # Runs that never clamp all lie on 0: own dash pattern and hollow marker each.
+        style = {
+            "color": f"C{i}",
+            "ls": _DASHES[i % len(_DASHES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "markersize": 4 + 2 * i,
+            "fillstyle": "none",
+        }
+        axes[0].plot(steps, run.clamped_R[lo:hi_i], label=run.label, **style)
+        axes[1].plot(steps, run.rel_change_L[lo:hi_i], label=run.label, **style)
     axes[0].set_ylabel("approximate eigenvalues of R below the floor")
     axes[0].set_title("Clamping in R (count of 64)")
     axes[1].set_yscale("log")
@@ -238,6 +260,6 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
     axes[1].set_title("How far L moves per step")
     for ax in axes:
         ax.set_xlabel("optimizer step")
-    axes[1].legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -24,6 +24,7 @@ from eigprec.tf32 import emulate_tf32, tf32_mode
 __all__ = [
     "SpikeConfig",
     "SpikeRun",
+    "library_soap_class",
     "library_soap_defaults",
     "spike_angle_table",
     "spike_experiment",
@@ -62,7 +63,7 @@ class SpikeConfig:
         seed: Gradient seed.
         device: Device of the parameter and optimizer state.
         implementation: ``"reference"`` (:class:`eigprec.SOAP`) or ``"library"``
-            (``emerging_optimizers.soap.SOAP``; needs Python ≥ 3.12 and records no
+            (``emerging_optimizers.soap.SOAP``; see :func:`library_soap_class`; records no
             approximate eigenvalues or clamp counts).
 
     Example:
@@ -244,9 +245,41 @@ class SpikeRun:
         return torch.tensor([subspace_angle(ref, q, k) for q in self.Q_L], dtype=torch.float64)
 
 
-def _library_optimizer(param: torch.Tensor, kw: dict[str, Any]) -> torch.optim.Optimizer:
-    from emerging_optimizers.soap import SOAP as LibrarySOAP  # Python ≥ 3.12 only
+def library_soap_class() -> type[torch.optim.Optimizer]:
+    """``emerging_optimizers.soap.SOAP``, importable on Python 3.11 as well.
 
+    emerging-optimizers 0.3.0 declares Python ≥ 3.12, but the only 3.12 name it uses is
+    ``typing.override`` (PEP 698), a decorator without run-time effect. On 3.11 a no-op
+    stand-in is placed in :mod:`typing` for the duration of the import only, so no global
+    state is left changed.
+
+    Returns:
+        The library's SOAP class.
+
+    Raises:
+        ImportError: if emerging-optimizers is not installed.
+
+    Example:
+        >>> import importlib.util
+        >>> found = importlib.util.find_spec("emerging_optimizers") is not None
+        >>> not found or library_soap_class().__name__ == "SOAP"
+        True
+    """
+    import typing
+
+    missing = not hasattr(typing, "override")
+    if missing:
+        typing.override = lambda method: method  # type: ignore[attr-defined]
+    try:
+        from emerging_optimizers.soap import SOAP as LibrarySOAP
+    finally:
+        if missing:
+            del typing.override  # type: ignore[attr-defined]
+    return LibrarySOAP
+
+
+def _library_optimizer(param: torch.Tensor, kw: dict[str, Any]) -> torch.optim.Optimizer:
+    LibrarySOAP = library_soap_class()
     lib_kw = {
         k: v
         for k, v in kw.items()
@@ -391,9 +424,9 @@ def spike_experiment(
 def library_soap_defaults() -> dict[str, Any] | None:
     """Keyword defaults of the installed ``emerging_optimizers.soap.SOAP``, without importing it.
 
-    The library declares Python ≥ 3.12 and fails to import on 3.11, but its defaults (e.g.
-    ``fp32_matmul_prec``) are worth stating wherever it is installed, so they are read from
-    the source file with :mod:`ast`.
+    Read from the source file with :mod:`ast`, so that the defaults (e.g.
+    ``fp32_matmul_prec``) can be stated without importing the library (which declares
+    Python ≥ 3.12; :func:`library_soap_class` imports it on 3.11).
 
     Returns:
         ``{"version": ..., "<argument>": default, ...}`` for the literal defaults of

@@ -27,6 +27,7 @@ __all__ = [
 
 # Dashed, dotted and solid in turn, so that curves that coincide stay visible.
 _STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D")
 
 
 def plot_training(result: TrainingResult, labels: Sequence[str] | None = None) -> Figure:
@@ -99,21 +100,23 @@ def plot_transient(result: TransientResult) -> Figure:
             (r for r in result.rows if r["setting"] == label), key=lambda r: r["spike step"]
         )
         x = [r["spike step"] for r in rows]
+        # Own marker and size per setting: the settings share λ₁/λ₂ until they diverge.
+        style = {"marker": _MARKERS[i % 4], "markersize": 5 + 2 * i, "fillstyle": "none"}
         ax.plot(
             x,
             [r["peak"] for r in rows],
             _STYLES[i % 4],
-            marker="o",
             color=f"C{i}",
             label=f"{label}: peak after spike",
+            **style,
         )
         ax2.plot(
             x,
             [r["lambda1/lambda2"] for r in rows],
             _STYLES[i % 4],
-            marker="o",
             color=f"C{i}",
             label=label,
+            **style,
         )
     base = result.baseline[labels[0]]
     ax.plot(

@@ -27,7 +27,7 @@ Two errors, worst over the calls of a site:
 * ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
   result. About 2**-11 / √k-ish for benign products; large when C cancels, i.e. when C is
   much smaller than the operands that built it.
-* ``entry_error`` = max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, f), with the floor
+* ``entry_error`` = ``max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, f)``, with the floor
   ``f = 2**-24 · max|C_ref|`` (entries float32 itself cannot resolve at the result's scale
   are measured against that resolution): the relative error of the entry TF32 hurts most.
   Large for small entries that matter (small eigenvalues, residuals) and for entries that
@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 from eigprec._audit_mode import ENTRY_FLOOR, AuditMode, _Settings
 from eigprec._context import reusable
+from eigprec._tables import markdown_table
 from eigprec.tf32 import ROUNDINGS
 
 __all__ = ["ENTRY_FLOOR", "RANKINGS", "AuditRecord", "AuditReport", "tf32_audit"]
@@ -87,7 +88,7 @@ class AuditRecord:
         tf32_calls: of those, how many ran while the settings asked for TF32 (what a TF32
             GPU would have done with them).
         norm_error: worst ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F.
-        entry_error: worst max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, floor).
+        entry_error: worst ``max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, floor)``.
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
@@ -243,10 +244,7 @@ class AuditReport:
         rows = self.rows(by, limit)
         if not rows:
             return "*No float32 matrix product or convolution ran inside the audit.*"
-        header = list(rows[0])
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
-        return "\n".join(lines)
+        return markdown_table(rows)
 
     def to_text(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a fixed-width plain-text table (what ``str()`` gives)."""

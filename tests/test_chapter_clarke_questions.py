@@ -162,3 +162,30 @@ def test_load_diabetes_is_real_bundled_data():
     pytest.importorskip("sklearn")
     d = training.load_diabetes()
     assert tuple(d["X"].shape) == (442, 10) and d["source"] == "diabetes"
+
+
+def test_new_figures_have_titles_labels_and_legends():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eigprec.chapters.clarke import plots
+
+    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
+    rows = [
+        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
+        for n in (2, 4)
+        for s in (0, 1)
+    ]
+    figs = [
+        plots.plot_cpu_costs(costs),
+        plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
+        plots.plot_seed_sweep(rows, "toy data", floor=0.1),
+    ]
+    for fig in figs:
+        for ax in fig.axes:
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+            assert ax.get_legend() is not None
+        plt.close(fig)

@@ -58,6 +58,7 @@ def test_tolerance_check_default_resolves_gaps_the_former_merged():
         assert r["solver_err"] < r["tol_default"] < r["gap"] < r["tol_former"]
         assert r["err_default"] < 1e-2
         assert r["err_former"] > 0.5  # merged: an element far from q qᵀ
+        assert r["err_default"] <= 1.01 * r["err_solver"] + 1e-6
 
 
 def test_convexity_along_lines_signs():

@@ -474,7 +474,9 @@ def tolerance_check(
     neighbour at a relative gap ``gap``; λ_k is differentiable there, with gradient q qᵀ. For
     each gap: the largest error (Frobenius norm, against the float64 gradient) of the float32
     ``"mean"`` gradient with the default tolerance 8·eps·√n·max|λ| and with the former
-    8·eps·n·max|λ|, and the solver's largest float32 eigenvalue error on the batch.
+    8·eps·n·max|λ|; for scale, that of the solver's own float32 q qᵀ (``"eigenvector"`` with
+    ``method="eigh"``, the decomposition ``"mean"`` uses); and the solver's largest float32
+    eigenvalue error on the batch.
 
     Args:
         n: matrix size.
@@ -485,7 +487,7 @@ def tolerance_check(
 
     Returns:
         One row per gap: ``gap``, ``tol_default``, ``tol_former`` (relative to max|λ|),
-        ``solver_err`` (max |λ32 − λ64|), ``err_default``, ``err_former``.
+        ``solver_err`` (max |λ32 − λ64|), ``err_default``, ``err_former``, ``err_solver``.
 
     Example:
         >>> r = tolerance_check(n=20, gaps=(1e-3,), batch=4, k=10)
@@ -507,6 +509,8 @@ def tolerance_check(
         for name, tol in (("default", None), ("former", 8 * eps * n)):
             G = _grad(A32, k, subgradient="mean", cluster_tol=tol).double()
             errs[name] = float(torch.linalg.matrix_norm(G - exact).max())
+        G = _grad(A32, k, method="eigh").double()
+        errs["solver"] = float(torch.linalg.matrix_norm(G - exact).max())
         solver_err = float(
             (torch.linalg.eigvalsh(A32).double() - torch.linalg.eigvalsh(A64)).abs().max()
         )
@@ -518,6 +522,7 @@ def tolerance_check(
                 "solver_err": solver_err,
                 "err_default": errs["default"],
                 "err_former": errs["former"],
+                "err_solver": errs["solver"],
             }
         )
     return rows

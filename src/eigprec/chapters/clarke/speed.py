@@ -15,7 +15,7 @@ from torch import Tensor
 
 from eigprec.chapters.clarke.experiments import _grad
 from eigprec.eig import kth_eigvalsh
-from eigprec.timing import time_side_by_side
+from eigprec.timing import perf_counter_clock, time_side_by_side
 
 __all__ = [
     "cpu_method_costs",
@@ -315,12 +315,15 @@ def cpu_method_costs(
     """CPU seconds of ``kth_eigvalsh``'s methods against ``torch.linalg``, side by side.
 
     The kind of measurement ``benchmarks/bench_eig.py`` makes, at chapter scale: random
-    symmetric float32 matrices, interleaved rounds, medians.
+    symmetric float32 matrices, interleaved rounds (every candidate once per round). Each
+    candidate's time is its fastest round: on a shared machine other processes only ever add
+    time, and a median over a few rounds still moves by tens of percent when a burst of load
+    hits one candidate's calls.
 
     Args:
         batch, n: problem size.
         k: eigenvalue index.
-        repeats: timed rounds.
+        repeats: timed rounds (after one untimed warm-up round).
         seed: generator seed.
         threads: threads during the measurement, for torch and — through threadpoolctl,
             where installed — for the BLAS/LAPACK library SciPy calls in ``method="subset"``
@@ -328,7 +331,7 @@ def cpu_method_costs(
             multi-threaded, and its threads on tiny per-matrix calls cost more than they save.
 
     Returns:
-        Seconds per call: ``eigvalsh`` (``torch.linalg.eigvalsh``), ``forward``
+        Seconds per call (fastest round): ``eigvalsh`` (``torch.linalg.eigvalsh``), ``forward``
         (``kth_eigvalsh`` without grad, ``method="auto"``), ``torch_train``
         (``torch.linalg.eigh`` + backward) and ``train_<method>`` (``kth_eigvalsh`` +
         backward) for method ``eigh``, ``subset`` and ``inverse_iteration``.
@@ -374,7 +377,13 @@ def cpu_method_costs(
             pass
     try:
         with limit:
-            return time_side_by_side(fns, repeats=repeats)
+            for fn in fns.values():  # warm-up round
+                fn()
+            best = {name: math.inf for name in fns}
+            for _ in range(repeats):
+                for name, fn in fns.items():
+                    best[name] = min(best[name], perf_counter_clock(fn))
+        return best
     finally:
         torch.set_num_threads(previous)
 

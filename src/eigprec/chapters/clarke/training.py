@@ -166,7 +166,7 @@ def gaps_at_k(model: SpectralRegressor, X: Tensor) -> dict[str, Tensor]:
         X: (N, F) standardised inputs.
 
     Returns:
-        dict with ``gap`` (N,) and ``tol``: the default ``"mean"`` tolerance
+        dict with ``gap`` (N,), on the CPU, and ``tol``: the default ``"mean"`` tolerance
         8·eps·√n relative to max|λ| (float32), the width below which ``"mean"`` averages.
 
     Example:
@@ -181,7 +181,7 @@ def gaps_at_k(model: SpectralRegressor, X: Tensor) -> dict[str, Tensor]:
     others = torch.cat([w[:, :k], w[:, k + 1 :]], dim=-1)
     gap = (others - w[:, k : k + 1]).abs().amin(-1) / w.abs().amax(-1)
     one = torch.ones(n, dtype=torch.float32)
-    return {"gap": gap, "tol": float(default_cluster_tol(one, n))}
+    return {"gap": gap.cpu(), "tol": float(default_cluster_tol(one, n))}
 
 
 def step_vs_gap(result: dict[str, Any]) -> dict[str, float]:
@@ -211,7 +211,7 @@ def step_vs_gap(result: dict[str, Any]) -> dict[str, float]:
         M = _matrices(model, X).double()
         dM = M - _matrices(before, X).double()
     scale = torch.linalg.eigvalsh(M).abs().amax(-1)
-    step = torch.linalg.matrix_norm(dM, ord=2) / scale
+    step = (torch.linalg.matrix_norm(dM, ord=2) / scale).cpu()
     gap = g["gap"]
     return {
         "min_gap": float(gap.min()),

@@ -108,6 +108,7 @@ def _solve(
     # solver could read A before torch has finished writing it, and torch could recycle A's
     # memory (its caching allocator is stream-ordered) while CuPy still reads it. Sharing the
     # stream makes both orderings hold without a single host synchronisation.
+    # [show:handoff]
     stream = torch.cuda.current_stream(device)
     a_in = A.reshape(-1, n, n).contiguous()
     with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream.cuda_stream):
@@ -118,6 +119,7 @@ def _solve(
         v_t = torch.from_dlpack(v).mT if v is not None else None
         info_t = torch.from_dlpack(info)
     w_t, v_t = _mark_failures(w_t, v_t, info_t)
+    # [/show:handoff]
     w_t = w_t.reshape(*batch_shape, n)
     return w_t, (v_t.reshape(*batch_shape, n, n) if v_t is not None else None)
 

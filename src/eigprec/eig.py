@@ -205,12 +205,14 @@ def _factor_impl(
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
     A_clean, bad = _sanitise(A, lower)
+    # [show:methods]
     if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)
         lam, q = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=True)
         F = q[..., None]
     elif method == "inverse_iteration":  # all eigenvalues, then one eigenvector
         lam = _eigvalsh(A_clean, lower, backend)[..., k]
         F = _eig_invit.eigenvector(A_clean, lam, lower, steps)[..., None]
+    # [/show:methods]
     else:
         w, V = _eigh(A_clean, lower, backend)
         lam = w[..., k]
@@ -224,9 +226,11 @@ def _factor_impl(
             # A mask over *all* eigenvectors keeps shapes static and avoids asking the host
             # how large each cluster is: weights are 1/r inside the cluster and 0 outside, so
             # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
+            # [show:mean]
             inside = (w - lam[..., None]).abs() <= tol
             weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
             F = V * weights.sqrt()[..., None, :]
+            # [/show:mean]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
 
 
@@ -265,6 +269,7 @@ def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
             "derivative of the eigenvector, which this backward does not model "
             "(called with create_graph=True)."
         )
+    # [show:backward]
     if F.shape[-1] == 1:
         # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and one
         # pass over the (..., n, n) result (scaling q first saves a second, costly at n = 45).
@@ -274,6 +279,7 @@ def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
         grad_A = (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
     else:
         grad_A = (F @ F.mT) * grad_lam[..., None, None]
+    # [/show:backward]
     return grad_A, None, None, None, None, None, None, None
 
 

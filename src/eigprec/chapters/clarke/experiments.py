@@ -18,12 +18,17 @@ from torch import Tensor
 from eigprec.eig import kth_eigvalsh
 
 __all__ = [
+    "chain_rule_counterexamples",
     "clarke_membership",
+    "cluster_step_slopes",
+    "convexity_along_lines",
     "crossing_family",
     "descent_demo",
     "eigh_backward_demo",
+    "gradcheck_demo",
     "gradient_check",
     "repeated_eigenvalue_matrix",
+    "tolerance_check",
 ]
 
 
@@ -315,3 +320,252 @@ def descent_demo(
             row[f"slope_{mode}"] = (float(torch.linalg.eigvalsh(X - h * g)[-1]) - top) / h
         rows.append(row)
     return rows
+
+
+# --------------------------------------------------------------------------- gradcheck
+
+
+def gradcheck_demo(n: int = 4, k: int = 1, seed: int = 0) -> dict[str, bool]:
+    """``torch.autograd.gradcheck`` on the k-th eigenvalue, called directly and through X + Xᵀ.
+
+    Both ``kth_eigvalsh`` and ``torch.linalg.eigvalsh`` read one triangle but return the
+    symmetric gradient q qᵀ; gradcheck's finite differences perturb one entry at a time, and an
+    entry of the unread triangle has derivative 0. Called on the matrix directly, both fail;
+    composed with the symmetric parametrisation X ↦ X + Xᵀ, both pass.
+
+    Args:
+        n: matrix size.
+        k: eigenvalue index.
+        seed: generator seed of X (float64, generic so λ_k is simple).
+
+    Returns:
+        dict ``{"kth_direct", "eigvalsh_direct", "kth_symmetrised", "eigvalsh_symmetrised"}``
+        → whether gradcheck passed.
+
+    Example:
+        >>> r = gradcheck_demo()
+        >>> r["kth_direct"], r["kth_symmetrised"]
+        (False, True)
+    """
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, n, generator=g, dtype=torch.float64)
+    X = ((X + X.T) / 2).requires_grad_(True)
+    fns = {
+        "kth": lambda A: kth_eigvalsh(A, k),
+        "eigvalsh": lambda A: torch.linalg.eigvalsh(A)[..., k],
+    }
+    out = {}
+    for name, f in fns.items():
+        for how, wrap in (("direct", lambda A: A), ("symmetrised", lambda A: A + A.mT)):
+            out[f"{name}_{how}"] = bool(
+                torch.autograd.gradcheck(
+                    lambda A, f=f, wrap=wrap: f(wrap(A)), (X,), raise_exception=False
+                )
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- which element
+
+
+def cluster_step_slopes(
+    n: int = 6, multiplicity: int = 3, h: float = 1e-5, seed: int = 0
+) -> list[dict[str, Any]]:
+    """First-order change of λ_k per unit step along ±G/‖G‖ for both subgradient modes.
+
+    At X with an eigenvalue of multiplicity r (indices start … start + r − 1), the one-sided
+    derivative of λ_k along D is the (k − start)-th smallest eigenvalue of UᵀDU. A unit step
+    along q qᵀ moves one copy by 1, a unit step along U Uᵀ/√r moves all r copies by 1/√r. So
+    which element is steeper depends on where k sits in the cluster and on the sign of the
+    step, that is of dL/dλ_k.
+
+    Args:
+        n: matrix size.
+        multiplicity: r.
+        h: step length (float64 difference quotient).
+        seed: seed of X's eigenbasis.
+
+    Returns:
+        One row per (position of k in the cluster: ``"top"``, ``"middle"``, ``"bottom"``;
+        ``step`` ``"+G"`` (ascent) or ``"−G"`` (descent)) with the measured slopes
+        ``eigenvector`` and ``mean``: (λ_k(X ± h G/‖G‖) − λ_k(X)) / h.
+
+    Example:
+        >>> rows = cluster_step_slopes()
+        >>> [round(r["mean"], 3) for r in rows if r["k in cluster"] == "middle"]
+        [0.577, -0.577]
+    """
+    start = 1
+    X, _ = repeated_eigenvalue_matrix(n, start, multiplicity, seed)
+    where = {
+        "top": start + multiplicity - 1,
+        "middle": start + multiplicity // 2,
+        "bottom": start,
+    }
+    rows = []
+    for name, k in where.items():
+        lam = float(torch.linalg.eigvalsh(X)[k])
+        G = {m: _grad(X, k, subgradient=m) for m in ("eigenvector", "mean")}
+        for sign, label in ((1.0, "+G"), (-1.0, "−G")):
+            row: dict[str, Any] = {"k in cluster": name, "step": label}
+            for mode, g in G.items():
+                d = sign * g / torch.linalg.matrix_norm(g)
+                row[mode] = (float(torch.linalg.eigvalsh(X + h * d)[k]) - lam) / h
+            rows.append(row)
+    return rows
+
+
+def chain_rule_counterexamples() -> list[dict[str, Any]]:
+    """Derivatives at t = 0 of two compositions of λ_k whose Clarke set at 0 is a single point.
+
+    * f(t) = λ₁(diag(t, 0)) − λ₁(diag(−t, 0)) = max(t, 0) − max(−t, 0) = t: f′(0) = 1;
+    * f(t) = λ₁(diag(t, 0, 0)) ≡ 0 (the median of t, 0, 0): f′(0) = 0.
+
+    Each λ₁ at t = 0 sits on a tie, and each mode returns a legitimate element of ∂λ₁ there,
+    yet the chain rule assembles a number outside ∂f(0) = {f′(0)}: the Clarke chain rule is
+    only an inclusion for λ_k that are not regular.
+
+    Returns:
+        One row per function with ``true`` f′(0) and the autograd values of both modes.
+
+    Example:
+        >>> [r["eigenvector"] for r in chain_rule_counterexamples()]
+        [0.0, 0.0]
+    """
+
+    def f_odd(t: Tensor, mode: str) -> Tensor:
+        z = torch.zeros((), dtype=t.dtype)
+        up = kth_eigvalsh(torch.diag(torch.stack([t, z])), 1, subgradient=mode)
+        down = kth_eigvalsh(torch.diag(torch.stack([-t, z])), 1, subgradient=mode)
+        return up - down
+
+    def f_median(t: Tensor, mode: str) -> Tensor:
+        z = torch.zeros((), dtype=t.dtype)
+        return kth_eigvalsh(torch.diag(torch.stack([t, z, z])), 1, subgradient=mode)
+
+    rows = []
+    for label, f, true in (
+        ("λ₁(diag(t,0)) − λ₁(diag(−t,0)) = t", f_odd, 1.0),
+        ("λ₁(diag(t,0,0)) ≡ 0", f_median, 0.0),
+    ):
+        row: dict[str, Any] = {"f(t)": label, "true": true}
+        for mode in ("eigenvector", "mean"):
+            t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+            f(t, mode).backward()
+            assert t.grad is not None
+            row[mode] = float(t.grad)
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- tolerance
+
+
+def tolerance_check(
+    n: int = 100,
+    gaps: Iterable[float] = (3e-5, 8e-5),
+    batch: int = 50,
+    k: int = 50,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """Does ``"mean"`` merge float32 eigenvalues that are distinct? Default vs former tolerance.
+
+    Matrices Q diag(λ) Qᵀ (Haar Q, λ evenly spaced on [−1, 1] so max|λ| = 1) whose λ_k has a
+    neighbour at a relative gap ``gap``; λ_k is differentiable there, with gradient q qᵀ. For
+    each gap: the largest error (Frobenius norm, against the float64 gradient) of the float32
+    ``"mean"`` gradient with the default tolerance 8·eps·√n·max|λ| and with the former
+    8·eps·n·max|λ|; for scale, that of the solver's own float32 q qᵀ (``"eigenvector"`` with
+    ``method="eigh"``, the decomposition ``"mean"`` uses); and the solver's largest float32
+    eigenvalue error on the batch.
+
+    Args:
+        n: matrix size.
+        gaps: relative gaps at k to test.
+        batch: matrices per gap.
+        k: eigenvalue index (its upper neighbour is moved to λ_k + gap).
+        seed: generator seed.
+
+    Returns:
+        One row per gap: ``gap``, ``tol_default``, ``tol_former`` (relative to max|λ|),
+        ``solver_err`` (max |λ32 − λ64|), ``err_default``, ``err_former``, ``err_solver``.
+
+    Example:
+        >>> r = tolerance_check(n=20, gaps=(1e-3,), batch=4, k=10)
+        >>> r[0]["err_default"] < 1e-3
+        True
+    """
+    g = torch.Generator().manual_seed(seed)
+    eps = torch.finfo(torch.float32).eps
+    rows = []
+    for gap in gaps:
+        Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
+        lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64)
+        lam[k + 1] = lam[k] + gap
+        A64 = (Q * lam) @ Q.mT
+        A64 = (A64 + A64.mT) / 2
+        A32 = A64.float()
+        exact = _grad(A64, k)
+        errs = {}
+        for name, tol in (("default", None), ("former", 8 * eps * n)):
+            G = _grad(A32, k, subgradient="mean", cluster_tol=tol).double()
+            errs[name] = float(torch.linalg.matrix_norm(G - exact).max())
+        G = _grad(A32, k, method="eigh").double()
+        errs["solver"] = float(torch.linalg.matrix_norm(G - exact).max())
+        solver_err = float(
+            (torch.linalg.eigvalsh(A32).double() - torch.linalg.eigvalsh(A64)).abs().max()
+        )
+        rows.append(
+            {
+                "gap": gap,
+                "tol_default": 8 * eps * math.sqrt(n),
+                "tol_former": 8 * eps * n,
+                "solver_err": solver_err,
+                "err_default": errs["default"],
+                "err_former": errs["former"],
+                "err_solver": errs["solver"],
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- choosing k
+
+
+def convexity_along_lines(
+    n: int = 8, features: int = 3, lines: int = 200, seed: int = 0
+) -> list[dict[str, float]]:
+    """Second differences of x ↦ λ_k(M(x)) along random lines, M affine, for every k.
+
+    M(x) = A₀ + Σᵢ xᵢ Aᵢ with random symmetric Aᵢ. λ_max ∘ M is convex (a maximum of linear
+    functions uᵀM(x)u), λ_min ∘ M concave, and a middle λ_k a difference of two convex Ky Fan
+    sums (sum of the j largest eigenvalues), neither convex nor concave in general. Midpoint
+    second differences λ(x − d) − 2λ(x) + λ(x + d) ≥ 0 everywhere is what convexity means.
+
+    Args:
+        n: matrix size.
+        features: dimension of x.
+        lines: random (x, d) pairs.
+        seed: generator seed.
+
+    Returns:
+        One row per k with the smallest and largest second difference (``min_d2``,
+        ``max_d2``).
+
+    Example:
+        >>> rows = convexity_along_lines(n=4, lines=50)
+        >>> rows[-1]["min_d2"] >= -1e-12
+        True
+    """
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(features + 1, n, n, generator=g, dtype=torch.float64)
+    A = (A + A.mT) / 2
+    x = torch.randn(lines, features, generator=g, dtype=torch.float64)
+    d = torch.randn(lines, features, generator=g, dtype=torch.float64)
+
+    def lam(z: Tensor) -> Tensor:
+        return torch.linalg.eigvalsh(A[0] + torch.einsum("bf,fij->bij", z, A[1:]))
+
+    d2 = lam(x - d) - 2 * lam(x) + lam(x + d)
+    return [
+        {"k": k, "min_d2": float(d2[:, k].min()), "max_d2": float(d2[:, k].max())} for k in range(n)
+    ]

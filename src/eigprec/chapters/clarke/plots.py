@@ -7,10 +7,21 @@ from typing import Any
 from torch import Tensor
 
 __all__ = [
+    "plot_cpu_costs",
     "plot_crossing_family",
+    "plot_gap_histogram",
+    "plot_seed_sweep",
     "plot_size_sweep",
     "plot_timing_sweep",
 ]
+
+_METHOD_LABELS = {
+    "forward": "kth forward",
+    "torch_train": "eigh + backward",
+    "train_eigh": 'kth + bwd "eigh"',
+    "train_subset": 'kth + bwd "subset"',
+    "train_inverse_iteration": 'kth + bwd "inv. it."',
+}
 
 
 def plot_crossing_family(fam: dict[str, Tensor]):
@@ -129,5 +140,106 @@ def plot_size_sweep(rows: list[dict[str, Any]], source: str):
         xlabel="matrix size n",
         ylabel="test RMSE (standardised target)",
     )
+    fig.tight_layout()
+    return fig
+
+
+def plot_cpu_costs(costs: dict[int, dict[str, float]]):
+    """Time of each call ÷ ``torch.linalg.eigvalsh`` time, per matrix size.
+
+    Args:
+        costs: n → output of :func:`cpu_method_costs` at that n.
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    sizes = sorted(costs)
+    width = 0.8 / len(_METHOD_LABELS)
+    for j, (key, label) in enumerate(_METHOD_LABELS.items()):
+        ratios = [costs[n][key] / costs[n]["eigvalsh"] for n in sizes]
+        ax.bar([i + (j - 2) * width for i in range(len(sizes))], ratios, width, label=label)
+    ax.axhline(1.0, color="k", lw=0.8, label="torch.linalg.eigvalsh")
+    ax.set_xticks(range(len(sizes)), [f"n = {n}" for n in sizes])
+    ax.set(
+        title="CPU cost relative to eigenvalues alone (float32, one thread)",
+        xlabel="matrix size",
+        ylabel="time ÷ eigvalsh time (×)",
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_gap_histogram(gap, tol: float, step: float, resolution: float):
+    """Distribution of the relative eigen-gap at k over the test set, with the scales that
+    matter: the ``"mean"`` tolerance, float32's resolution and twice the last step's size.
+
+    Args:
+        gap: (N,) relative gaps (tensor or array).
+        tol: default ``"mean"`` tolerance (relative).
+        step: median 2‖ΔM(x)‖₂ ÷ max|λ| of the last optimizer step.
+        resolution: float32 eigenvalue resolution (relative), e.g. eps·√n.
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    g = np.asarray(gap, dtype=float)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    lo = min(float(g.min()), tol, resolution) / 2
+    bins = np.logspace(np.log10(lo), np.log10(float(g.max()) * 1.5), 40)
+    ax.hist(g, bins=bins, color="C0", alpha=0.8, label="test inputs")
+    ax.axvline(resolution, color="C3", ls=":", label="float32 resolution (eps·√n)")
+    ax.axvline(tol, color="C1", ls="--", label='"mean" tolerance (8·eps·√n)')
+    ax.axvline(step, color="C2", ls="-.", label="2 × median last step ‖ΔM‖₂")
+    ax.set_xscale("log")
+    ax.set(
+        title="Eigen-gap at k of the trained model",
+        xlabel="relative gap min |λ_j − λ_k| / max |λ| (dimensionless)",
+        ylabel="number of test inputs",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_seed_sweep(rows: list[dict[str, Any]], source: str, floor: float | None = None):
+    """Test RMSE per matrix size and seed, with the linear least-squares baseline.
+
+    Args:
+        rows: output of :func:`seed_sweep`.
+        source: data set name for the title.
+        floor: the noise floor (None when unknown).
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    sizes = sorted({r["n"] for r in rows})
+    for seed in sorted({r["seed"] for r in rows}):
+        sel = sorted((r for r in rows if r["seed"] == seed), key=lambda r: r["n"])
+        ax.plot([r["n"] for r in sel], [r["test_rmse"] for r in sel], "-o", label=f"seed {seed}")
+    lin = [r["linear"] for r in rows]
+    ax.hlines(
+        sum(lin) / len(lin), sizes[0], sizes[-1], colors="k", linestyles="--",
+        label="linear least squares",
+    )  # fmt: skip
+    if floor is not None:
+        ax.hlines(floor, sizes[0], sizes[-1], colors="grey", linestyles=":", label="noise floor")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.set(
+        title=f"Spectral regression on {source}",
+        xlabel="matrix size n",
+        ylabel="test RMSE (standardised target)",
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -4,6 +4,7 @@ the model whose features are k-th eigenvalues, and its training.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -37,7 +38,7 @@ def synthetic_housing(seed: int = 0, rows: int = 20640) -> dict[str, Any]:
 
     Returns:
         dict with ``X`` (rows, 8) float32, ``y`` (rows,) float32, ``source="synthetic"``,
-        ``feature_names``.
+        ``feature_names`` and ``noise_std`` (0.1, the standard deviation of the target's noise).
 
     Example:
         >>> d = synthetic_housing()
@@ -62,6 +63,7 @@ def synthetic_housing(seed: int = 0, rows: int = 20640) -> dict[str, Any]:
         "y": y.float(),
         "source": "synthetic",
         "feature_names": [f"z{i}" for i in range(8)],
+        "noise_std": 0.1,
     }
 
 
@@ -199,6 +201,7 @@ def train_spectral_regression(
     seed: int = 0,
     device: str = "cpu",
     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    keep_model: bool = False,
 ) -> dict[str, Any]:
     """Train :class:`SpectralRegressor` with Adam on standardised data; report test RMSE.
 
@@ -215,6 +218,9 @@ def train_spectral_regression(
         seed: seeds the split, the initialisation and the minibatch order.
         device: where to train.
         progress: wraps the epoch iterator (e.g. ``eigprec.progress``) for a live display.
+        keep_model: also return the trained ``model``, a copy ``model_before_last_step`` of it
+            taken just before the last optimizer step, and the standardised test inputs
+            ``X_test`` (for :func:`gaps_at_k` and :func:`step_vs_gap`).
 
     Returns:
         dict with ``epoch_seconds`` (list), ``train_rmse`` (per epoch, standardised units),
@@ -240,6 +246,7 @@ def train_spectral_regression(
     if progress is not None:
         epochs_iter = progress(epochs_iter)
     epoch_seconds, train_rmse, nonfinite = [], [], 0
+    before_last: SpectralRegressor | None = None
     for _ in epochs_iter:
         perm = torch.randperm(Xtr.shape[0], generator=gen).to(device)
         t0 = time.perf_counter()
@@ -252,6 +259,8 @@ def train_spectral_regression(
             if not torch.isfinite(loss):
                 nonfinite += 1
                 continue
+            if keep_model:
+                before_last = copy.deepcopy(model)
             opt.step()
             sq += float(loss.detach()) * idx.numel()
             count += idx.numel()
@@ -261,14 +270,18 @@ def train_spectral_regression(
         train_rmse.append(math.sqrt(sq / max(count, 1)))
     with torch.no_grad():
         test_rmse = float((model(Xte) - yte).square().mean().sqrt())
-    return {
+    out: dict[str, Any] = {
         "n": n,
         "eig": eig,
+        "seed": seed,
         "epoch_seconds": epoch_seconds,
         "train_rmse": train_rmse,
         "test_rmse": test_rmse,
         "nonfinite_steps": nonfinite,
     }
+    if keep_model:
+        out.update(model=model, model_before_last_step=before_last, X_test=Xte)
+    return out
 
 
 def regression_size_sweep(

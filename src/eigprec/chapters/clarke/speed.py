@@ -4,9 +4,10 @@ and the CUDA stream race. The GPU recorder (``python -m eigprec.bench eig``) reu
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -14,10 +15,12 @@ from torch import Tensor
 
 from eigprec.chapters.clarke.experiments import _grad
 from eigprec.eig import kth_eigvalsh
-from eigprec.timing import time_side_by_side
+from eigprec.timing import perf_counter_clock, time_side_by_side
 
 __all__ = [
+    "cpu_method_costs",
     "inverse_iteration_tradeoff",
+    "recorded_gpu_summary",
     "stream_race_demo",
     "timing_sweep",
 ]
@@ -298,3 +301,132 @@ def stream_race_demo(
         "naive_wrong": naive_wrong,
         "bridge_wrong": bridge_wrong,
     }
+
+
+def cpu_method_costs(
+    batch: int = 500,
+    n: int = 45,
+    *,
+    k: int = -1,
+    repeats: int = 5,
+    seed: int = 0,
+    threads: int | None = 1,
+) -> dict[str, float]:
+    """CPU seconds of ``kth_eigvalsh``'s methods against ``torch.linalg``, side by side.
+
+    The kind of measurement ``benchmarks/bench_eig.py`` makes, at chapter scale: random
+    symmetric float32 matrices, interleaved rounds (every candidate once per round). Each
+    candidate's time is its fastest round: on a shared machine other processes only ever add
+    time, and a median over a few rounds still moves by tens of percent when a burst of load
+    hits one candidate's calls.
+
+    Args:
+        batch, n: problem size.
+        k: eigenvalue index.
+        repeats: timed rounds (after one untimed warm-up round).
+        seed: generator seed.
+        threads: threads during the measurement, for torch and — through threadpoolctl,
+            where installed — for the BLAS/LAPACK library SciPy calls in ``method="subset"``
+            (None: unchanged). ``torch.set_num_threads`` alone leaves SciPy's OpenBLAS
+            multi-threaded, and its threads on tiny per-matrix calls cost more than they save.
+
+    Returns:
+        Seconds per call (fastest round): ``eigvalsh`` (``torch.linalg.eigvalsh``), ``forward``
+        (``kth_eigvalsh`` without grad, ``method="auto"``), ``torch_train``
+        (``torch.linalg.eigh`` + backward) and ``train_<method>`` (``kth_eigvalsh`` +
+        backward) for method ``eigh``, ``subset`` and ``inverse_iteration``.
+
+    Example:
+        >>> t = cpu_method_costs(batch=4, n=20, repeats=1)
+        >>> sorted(t)[:2]
+        ['eigvalsh', 'forward']
+    """
+    g = torch.Generator().manual_seed(seed)
+    B = torch.randn(batch, n, n, generator=g)
+    A = (B + B.mT) / 2
+
+    def eigvalsh() -> None:
+        torch.linalg.eigvalsh(A)[..., k]
+
+    def forward() -> None:
+        with torch.no_grad():
+            kth_eigvalsh(A, k)
+
+    def torch_train() -> None:
+        X = A.detach().requires_grad_(True)
+        torch.linalg.eigh(X).eigenvalues[..., k].sum().backward()
+
+    def train(method: str) -> Callable[[], None]:
+        def run() -> None:
+            X = A.detach().requires_grad_(True)
+            kth_eigvalsh(X, k, method=method).sum().backward()  # type: ignore[arg-type]
+
+        return run
+
+    fns = {"eigvalsh": eigvalsh, "forward": forward, "torch_train": torch_train}
+    fns.update({f"train_{m}": train(m) for m in ("eigh", "subset", "inverse_iteration")})
+    previous = torch.get_num_threads()
+    limit: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if threads is not None:
+        torch.set_num_threads(threads)
+        try:
+            from threadpoolctl import threadpool_limits
+
+            limit = threadpool_limits(limits=threads)
+        except ImportError:
+            pass
+    try:
+        with limit:
+            for fn in fns.values():  # warm-up round
+                fn()
+            best = {name: math.inf for name in fns}
+            for _ in range(repeats):
+                for name, fn in fns.items():
+                    best[name] = min(best[name], perf_counter_clock(fn))
+        return best
+    finally:
+        torch.set_num_threads(previous)
+
+
+def recorded_gpu_summary(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The headline case of a GPU recording (``python -m eigprec.bench eig``), one row per
+    ``kth_eigvalsh`` backend, each against ``torch.linalg`` of the recorded torch.
+
+    Args:
+        record: a loaded ``eig_gpu`` record, or None.
+
+    Returns:
+        Rows with ``backend``, ``n``, ``batch``, ``torch`` (the recorded torch version),
+        ``fwd ×`` (``torch.linalg.eigvalsh`` time ÷ ``kth_eigvalsh`` forward time) and
+        ``train ×`` (``torch.linalg.eigh`` + backward ÷ ``kth_eigvalsh`` + backward, subgradient
+        ``"eigenvector"``); empty without a record or without its headline configuration.
+
+    Example:
+        >>> recorded_gpu_summary(None)
+        []
+    """
+    if not record:
+        return []
+    head = record.get("headline") or {}
+    row = next(
+        (
+            r
+            for r in record.get("grid", [])
+            if (r["n"], r["batch"]) == (head.get("n"), head.get("batch"))
+        ),
+        None,
+    )
+    if row is None:
+        return []
+    version = record.get("provenance", {}).get("torch", "?")
+    return [
+        {
+            "backend": b,
+            "n": row["n"],
+            "batch": row["batch"],
+            "torch": version,
+            "fwd ×": row["forward_speedup"][b],
+            "train ×": row["train_speedup"][f"{b}/eigenvector"],
+        }
+        for b in row["forward_speedup"]
+    ]

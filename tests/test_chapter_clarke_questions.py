@@ -1,0 +1,192 @@
+"""Tests for the Clarke chapter's issue-15 experiments: which element is steeper, the chain rule,
+the cluster tolerance, gradcheck, choosing k, the training questions and the CPU costs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from eigprec.chapters.clarke import experiments as ce
+from eigprec.chapters.clarke import regression, speed, training
+
+
+def test_gradcheck_fails_directly_and_passes_symmetrised():
+    r = ce.gradcheck_demo(n=4, k=1, seed=0)
+    assert r == {
+        "kth_direct": False,
+        "kth_symmetrised": True,
+        "eigvalsh_direct": False,
+        "eigvalsh_symmetrised": True,
+    }
+
+
+@pytest.mark.parametrize("multiplicity", [2, 3, 4])
+def test_cluster_step_slopes_match_the_one_sided_derivative(multiplicity):
+    rows = ce.cluster_step_slopes(n=7, multiplicity=multiplicity, seed=1)
+    s = 1 / math.sqrt(multiplicity)
+    by = {(r["k in cluster"], r["step"]): r for r in rows}
+    # eigenvector: a unit step moves one copy by ±1; the sorted λ_k follows only at the edges
+    expected_vec = {
+        ("top", "+G"): 1.0,
+        ("top", "−G"): 0.0,
+        ("middle", "+G"): 0.0,
+        ("middle", "−G"): 0.0,
+        ("bottom", "+G"): 0.0,
+        ("bottom", "−G"): -1.0,
+    }
+    if multiplicity == 2:  # "middle" is the top copy of a pair
+        expected_vec["middle", "+G"] = 1.0
+    for key, vec in expected_vec.items():
+        assert by[key]["eigenvector"] == pytest.approx(vec, abs=1e-5), key
+        sign = 1.0 if key[1] == "+G" else -1.0
+        assert by[key]["mean"] == pytest.approx(sign * s, abs=1e-5), key
+
+
+def test_chain_rule_counterexamples():
+    odd, median = ce.chain_rule_counterexamples()
+    assert (odd["true"], odd["eigenvector"]) == (1.0, 0.0)
+    assert odd["mean"] == pytest.approx(1.0, abs=1e-12)
+    assert (median["true"], median["eigenvector"]) == (0.0, 0.0)
+    assert median["mean"] == pytest.approx(1 / 3, abs=1e-12)
+
+
+def test_tolerance_check_default_resolves_gaps_the_former_merged():
+    rows = ce.tolerance_check(n=100, gaps=(3e-5, 8e-5), batch=8, k=50, seed=0)
+    for r in rows:
+        assert r["solver_err"] < r["tol_default"] < r["gap"] < r["tol_former"]
+        assert r["err_default"] < 1e-2
+        assert r["err_former"] > 0.5  # merged: an element far from q qᵀ
+        assert r["err_default"] <= 1.01 * r["err_solver"] + 1e-6
+
+
+def test_convexity_along_lines_signs():
+    rows = ce.convexity_along_lines(n=6, features=2, lines=300, seed=3)
+    assert rows[0]["max_d2"] <= 1e-9  # λ_min ∘ affine: concave
+    assert rows[-1]["min_d2"] >= -1e-9  # λ_max ∘ affine: convex
+    for r in rows[1:-1]:
+        assert r["min_d2"] < 0 < r["max_d2"]
+
+
+def test_linear_baseline_and_noise_floor():
+    data = regression.synthetic_housing(rows=3000)
+    lin = training.linear_baseline(data, seed=0)
+    floor = training.noise_floor(data, seed=0)
+    assert floor is not None and 0 < floor < lin < 1
+    assert training.noise_floor({k: v for k, v in data.items() if k != "noise_std"}) is None
+    # an exactly linear target: least squares reaches the noise level
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(2000, 3, generator=g)
+    y = X @ torch.tensor([1.0, -2.0, 0.5]) + 1e-3 * torch.randn(2000, generator=g)
+    assert training.linear_baseline({"X": X, "y": y}) < 1e-2
+
+
+def test_seed_sweep_rows():
+    data = regression.synthetic_housing(rows=400)
+    rows = training.seed_sweep(data, sizes=(2, 3), seeds=(0, 1), epochs=1)
+    assert [(r["n"], r["seed"]) for r in rows] == [(2, 0), (2, 1), (3, 0), (3, 1)]
+    assert rows[0]["linear"] == pytest.approx(training.linear_baseline(data, 0), rel=1e-12)
+
+
+def test_step_vs_gap_and_gaps_at_k():
+    data = regression.synthetic_housing(rows=1000)
+    r = regression.train_spectral_regression(data, 6, epochs=1, keep_model=True)
+    assert r["model_before_last_step"] is not None
+    g = training.gaps_at_k(r["model"], r["X_test"])
+    assert g["gap"].shape == (200,) and (g["gap"] > 0).all()
+    assert g["tol"] == pytest.approx(8 * torch.finfo(torch.float32).eps * math.sqrt(6))
+    s = training.step_vs_gap(r)
+    assert s["min_gap"] == pytest.approx(float(g["gap"].min()))
+    assert s["median_step"] > 0 and 0 <= s["frac_step_exceeds_gap"] <= 1
+
+
+def test_gaps_at_k_sees_a_constructed_tie():
+    m = regression.SpectralRegressor(2, 4, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        m.A.zero_()
+    g = training.gaps_at_k(m, torch.zeros(3, 2))["gap"]
+    # μ evenly spaced on [-1, 1] with step 2/3: the gap at k = 2 is 2/3 of max|λ| = 1
+    torch.testing.assert_close(g, torch.full((3,), 2 / 3, dtype=torch.float64))
+
+
+def test_symmetric_start_modes():
+    data = regression.synthetic_housing(rows=3000)
+    mean = training.train_symmetric_start(data, 6, subgradient="mean", epochs=2)
+    vec = training.train_symmetric_start(data, 6, subgradient="eigenvector", epochs=2)
+    # "mean" keeps every matrix a multiple of the identity: a linear model, fully tied
+    assert mean["tied_fraction"] == 1.0 and mean["distinct"] == 1.0
+    assert mean["offdiag"] == 0.0
+    # "eigenvector" breaks the tie
+    assert vec["tied_fraction"] < 0.5 and vec["distinct"] > 1
+
+
+def test_cpu_method_costs_keys_and_threads():
+    before = torch.get_num_threads()
+    t = speed.cpu_method_costs(batch=3, n=20, repeats=1, threads=1)
+    assert torch.get_num_threads() == before
+    assert set(t) == {
+        "eigvalsh",
+        "forward",
+        "torch_train",
+        "train_eigh",
+        "train_subset",
+        "train_inverse_iteration",
+    }
+    assert all(v > 0 for v in t.values())
+
+
+def test_recorded_gpu_summary_reads_a_record():
+    rec = {
+        "provenance": {"torch": "2.13.0"},
+        "headline": {"n": 100, "batch": 500},
+        "grid": [
+            {
+                "n": 100,
+                "batch": 500,
+                "forward_speedup": {"cupy": 3.0, "torch": 1.0},
+                "train_speedup": {"cupy/eigenvector": 2.0, "torch/eigenvector": 1.1},
+            }
+        ],
+    }
+    rows = speed.recorded_gpu_summary(rec)
+    assert [(r["backend"], r["fwd ×"], r["train ×"]) for r in rows] == [
+        ("cupy", 3.0, 2.0),
+        ("torch", 1.0, 1.1),
+    ]
+    assert rows[0]["torch"] == "2.13.0"
+    assert speed.recorded_gpu_summary(None) == []
+    assert speed.recorded_gpu_summary({**rec, "headline": None}) == []
+
+
+def test_load_diabetes_is_real_bundled_data():
+    pytest.importorskip("sklearn")
+    d = training.load_diabetes()
+    assert tuple(d["X"].shape) == (442, 10) and d["source"] == "diabetes"
+
+
+def test_new_figures_have_titles_labels_and_legends():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eigprec.chapters.clarke import plots
+
+    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
+    rows = [
+        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
+        for n in (2, 4)
+        for s in (0, 1)
+    ]
+    figs = [
+        plots.plot_cpu_costs(costs),
+        plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
+        plots.plot_seed_sweep(rows, "toy data", floor=0.1),
+    ]
+    for fig in figs:
+        for ax in fig.axes:
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+            assert ax.get_legend() is not None
+        plt.close(fig)

@@ -18,6 +18,7 @@ from eigprec.eig import kth_eigvalsh
 
 __all__ = [
     "SpectralRegressor",
+    "from_bunch",
     "load_housing",
     "regression_size_sweep",
     "synthetic_housing",
@@ -67,6 +68,25 @@ def synthetic_housing(seed: int = 0, rows: int = 20640) -> dict[str, Any]:
     }
 
 
+def from_bunch(raw: Any, source: str) -> dict[str, Any]:
+    """A scikit-learn data set (a ``Bunch``) as the dict the chapter's models train on.
+
+    Args:
+        raw: the loader's result, with ``data``, ``target`` and ``feature_names``.
+        source: the data set's name, kept with the numbers.
+
+    Returns:
+        ``X`` and ``y`` (float32 tensors), ``source``, ``feature_names`` and an empty ``note``.
+    """
+    return {
+        "X": torch.as_tensor(raw.data, dtype=torch.float32),
+        "y": torch.as_tensor(raw.target, dtype=torch.float32),
+        "source": source,
+        "feature_names": list(raw.feature_names),
+        "note": "",
+    }
+
+
 def load_housing(seed: int = 0, allow_download: bool = True) -> dict[str, Any]:
     """California Housing (20640 × 8) from scikit-learn, or the synthetic stand-in offline.
 
@@ -91,13 +111,7 @@ def load_housing(seed: int = 0, allow_download: bool = True) -> dict[str, Any]:
             with warnings.catch_warnings():  # its retry warnings say what `note` says
                 warnings.simplefilter("ignore")
                 raw = fetch_california_housing(n_retries=1, delay=0.5)
-            return {
-                "X": torch.as_tensor(raw.data, dtype=torch.float32),
-                "y": torch.as_tensor(raw.target, dtype=torch.float32),
-                "source": "california_housing",
-                "feature_names": list(raw.feature_names),
-                "note": "",
-            }
+            return from_bunch(raw, "california_housing")
         except Exception as exc:  # offline, no scikit-learn, corrupt cache: use the stand-in
             note = f"{type(exc).__name__}: {exc}"
     data = synthetic_housing(seed)

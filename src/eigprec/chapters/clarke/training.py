@@ -13,7 +13,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from eigprec.chapters.clarke.regression import SpectralRegressor, _split, train_spectral_regression
+from eigprec.chapters.clarke.regression import (
+    SpectralRegressor,
+    _split,
+    from_bunch,
+    train_spectral_regression,
+)
 from eigprec.eig import default_cluster_tol, kth_eigvalsh
 
 __all__ = [
@@ -44,14 +49,7 @@ def load_diabetes() -> dict[str, Any]:
     """
     from sklearn.datasets import load_diabetes as _load
 
-    raw = _load()
-    return {
-        "X": torch.as_tensor(raw.data, dtype=torch.float32),
-        "y": torch.as_tensor(raw.target, dtype=torch.float32),
-        "source": "diabetes",
-        "feature_names": list(raw.feature_names),
-        "note": "",
-    }
+    return from_bunch(_load(), "diabetes")
 
 
 def linear_baseline(data: dict[str, Any], seed: int = 0) -> float:

@@ -3,8 +3,8 @@ Clarke subgradients, eigenbasis geometry and SOAP/REKLS.
 
 ``eigprec.__all__`` is the library, the part meant for reuse. Three packages sit on top of
 it and are never imported by it: :mod:`eigprec.book` (how the book's pages talk to their
-reader), :mod:`eigprec.chapters` (each chapter's experiments and plots) and
-:mod:`eigprec.bench` (the command line that records GPU runs).
+reader), ``eigprec.chapters`` (each chapter's experiments and plots) and
+``eigprec.bench`` (the command line that records GPU runs).
 """
 
 from .audit import AuditRecord, AuditReport, tf32_audit

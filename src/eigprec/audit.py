@@ -61,6 +61,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from eigprec._audit_mode import ENTRY_FLOOR, AuditMode, _Settings
 from eigprec._context import reusable
@@ -144,7 +145,8 @@ class AuditReport:
         0.0
     """
 
-    def __init__(self, settings: _Settings) -> None:
+    def __init__(self, settings: Any) -> None:
+        # settings: the private eigprec._audit_mode._Settings the audit ran with
         self._settings = settings
 
     def ranked(self, by: str = "norm") -> list[AuditRecord]:
@@ -158,7 +160,7 @@ class AuditReport:
             A new list of :class:`AuditRecord`.
 
         Raises:
-            ValueError: if ``by`` is not one of :data:`RANKINGS`.
+            ValueError: if ``by`` is not one of ``RANKINGS`` (``"norm"``, ``"entry"``).
         """
         if by not in RANKINGS:
             raise ValueError(f"by must be one of {RANKINGS}, got {by!r}")
@@ -204,7 +206,7 @@ class AuditReport:
             limit: keep only the first ``limit`` rows (``None``: all).
 
         Returns:
-            One dict per record: site, op (a backward product names its autograd node),
+            A list with one dict per record — site, op (a backward product names its autograd node),
             shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise.
 
         Raises:

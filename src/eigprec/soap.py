@@ -118,7 +118,7 @@ class SOAP(CheckpointedOptions, Optimizer):
     flags must be bools (a truthy string such as ``"no"`` is refused). The per-group
     hyperparameters (``lr``, ``betas``, ``shampoo_beta``, ``eps``, ``weight_decay``) are
     checked here, in :meth:`add_param_group` and again at every :meth:`step`. The options
-    travel with ``copy.deepcopy``/``pickle``/``torch.save`` and in :meth:`state_dict`.
+    travel with ``copy.deepcopy``/``pickle``/``torch.save`` and in ``state_dict()``.
 
     Raises:
         TypeError: if a parameter is not 2-D, ``dtype`` is not float32/float64, a number is

@@ -1,8 +1,8 @@
 """The book's helpers: what a chapter needs to talk to its reader.
 
-Glued values and progress bars (:mod:`~eigprec.book.notebook`), package code shown in a page
-(:mod:`~eigprec.book.source`), tables, notes and printed bounds
-(:mod:`~eigprec.book.display`). The library (:mod:`eigprec`) never imports this package.
+Glued values and progress bars (``eigprec.book.notebook``), package code shown in a page
+(``eigprec.book.source``), tables, notes and printed bounds
+(``eigprec.book.display``). The library (:mod:`eigprec`) never imports this package.
 """
 
 from eigprec.book.display import markdown_table, note, printed_bound

@@ -75,15 +75,6 @@ def test_eigh_backward_demo():
         assert case["eigvalsh_max_abs"] <= 1 + 1e-12 and case["kth_norm"] <= 1 + 1e-12
 
 
-def test_timing_sweep_shapes():
-    rows = speed.timing_sweep(sizes=(4, 5), batches=(3,), repeats=1)
-    assert [(r["n"], r["batch"]) for r in rows] == [(4, 3), (5, 3)]
-    for r in rows:
-        for key in ("torch_forward", "kth_forward", "torch_train", "kth_train"):
-            assert r[key] > 0
-        assert r["forward_speedup"] == pytest.approx(r["torch_forward"] / r["kth_forward"])
-
-
 def test_stream_race_demo_refuses_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("this test checks the refusal on machines without CUDA")
@@ -130,20 +121,6 @@ def test_training_learns_and_is_reproducible():
     assert r1["train_rmse"][-1] < r1["train_rmse"][0]
     assert r1["test_rmse"] < 0.9  # better than predicting the mean (1.0)
     assert r1["nonfinite_steps"] == 0
-    sweep = regression.regression_size_sweep(data, sizes=(2, 4), epochs=1)
-    assert [r["n"] for r in sweep] == [2, 4]
-
-
-def test_descent_demo_only_min_norm_decreases_lambda_max():
-    for row in ce.descent_demo(n=6, multiplicity=3):
-        assert row["slope_mean"] == pytest.approx(-1 / 3, abs=1e-6)
-        assert abs(row["slope_eigenvector"]) < 1e-6
-
-
-def test_timing_sweep_restores_thread_count():
-    before = torch.get_num_threads()
-    speed.timing_sweep(sizes=(3,), batches=(2,), repeats=1, threads=1)
-    assert torch.get_num_threads() == before
 
 
 def test_inverse_iteration_tradeoff_bins_and_accuracy():

@@ -23,7 +23,6 @@ __all__ = [
     "cluster_step_slopes",
     "convexity_along_lines",
     "crossing_family",
-    "descent_demo",
     "eigh_backward_demo",
     "gradcheck_demo",
     "gradient_check",
@@ -282,44 +281,6 @@ def eigh_backward_demo(n: int = 5, multiplicity: int = 2, seed: int = 0) -> dict
             "kth_finite": bool(torch.isfinite(g_kth).all()),
         }
     return out
-
-
-def descent_demo(
-    n: int = 6, multiplicity: int = 3, steps: Iterable[float] = (1e-2, 1e-3, 1e-4), seed: int = 0
-) -> list[dict[str, float]]:
-    """Does a step against the subgradient decrease λ_max at a repeated top eigenvalue?
-
-    λ_max is convex, and at X with top eigenvalue of multiplicity r its directional
-    derivative along D is the largest eigenvalue of UᵀDU. Along D = −q qᵀ (one eigenvector,
-    what ``"eigenvector"`` returns) that is 0 for r ≥ 2 — the other r − 1 copies do not move —
-    while along D = −UUᵀ/r (``"mean"``) it is −1/r: only the minimum-norm element gives a
-    first-order decrease, as for any convex function where −(minimum-norm subgradient) is
-    the steepest-descent direction.
-
-    Args:
-        n: matrix size.
-        multiplicity: copies of λ_max.
-        steps: step lengths h.
-        seed: seed of the eigenbasis.
-
-    Returns:
-        One row per h with the measured slopes (λ_max(X − hG) − λ_max(X)) / h for both modes.
-
-    Example:
-        >>> rows = descent_demo(steps=(1e-4,))
-        >>> round(rows[0]["slope_mean"], 3), abs(rows[0]["slope_eigenvector"]) < 1e-6
-        (-0.333, True)
-    """
-    X, _ = repeated_eigenvalue_matrix(n, n - multiplicity, multiplicity, seed)
-    top = float(torch.linalg.eigvalsh(X)[-1])
-    G = {m: _grad(X, -1, subgradient=m) for m in ("eigenvector", "mean")}
-    rows = []
-    for h in steps:
-        row = {"h": h}
-        for mode, g in G.items():
-            row[f"slope_{mode}"] = (float(torch.linalg.eigvalsh(X - h * g)[-1]) - top) / h
-        rows.append(row)
-    return rows
 
 
 # --------------------------------------------------------------------------- gradcheck

@@ -11,8 +11,6 @@ __all__ = [
     "plot_crossing_family",
     "plot_gap_histogram",
     "plot_seed_sweep",
-    "plot_size_sweep",
-    "plot_timing_sweep",
 ]
 
 _METHOD_LABELS = {
@@ -71,75 +69,6 @@ def plot_crossing_family(fam: dict[str, Tensor]):
     )
     ax0.legend()
     ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return fig
-
-
-def plot_timing_sweep(rows: list[dict[str, Any]], recorded: list[dict[str, Any]] | None = None):
-    """Speed-ups (torch ÷ kth_eigvalsh) against n, per batch size, here and as recorded.
-
-    Args:
-        rows: output of :func:`timing_sweep` on this machine.
-        recorded: the ``sweep`` of a recorded GPU JSON, or None.
-
-    Returns:
-        The matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib import ticker
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=False)
-    for ax, key, title in zip(
-        axes,
-        ("forward_speedup", "train_speedup"),
-        ("inference (no grad)", "training (+ backward)"),
-        strict=True,
-    ):
-        for source, rs, style in (("this machine", rows, "-o"), ("recorded GPU", recorded, "--s")):
-            if not rs:
-                continue
-            for batch in sorted({r["batch"] for r in rs}):
-                sel = [r for r in rs if r["batch"] == batch]
-                ax.plot(
-                    [r["n"] for r in sel],
-                    [r[key] for r in sel],
-                    style,
-                    label=f"{source}, batch {batch}",
-                )
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
-        ax.set(
-            title=f"Speed-up, {title}",
-            xlabel="matrix size n",
-            ylabel="torch time / kth_eigvalsh time (×)",
-        )
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_size_sweep(rows: list[dict[str, Any]], source: str):
-    """Test RMSE against matrix size.
-
-    Args:
-        rows: output of :func:`regression_size_sweep`.
-        source: data set name for the title.
-
-    Returns:
-        The matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    ax.plot([r["n"] for r in rows], [r["test_rmse"] for r in rows], "-o")
-    ax.set_xscale("log", base=2)
-    ax.set(
-        title=f"Spectral regression on {source}",
-        xlabel="matrix size n",
-        ylabel="test RMSE (standardised target)",
-    )
     fig.tight_layout()
     return fig
 

@@ -20,7 +20,6 @@ __all__ = [
     "SpectralRegressor",
     "from_bunch",
     "load_housing",
-    "regression_size_sweep",
     "synthetic_housing",
     "train_spectral_regression",
 ]
@@ -296,32 +295,3 @@ def train_spectral_regression(
     if keep_model:
         out.update(model=model, model_before_last_step=before_last, X_test=Xte)
     return out
-
-
-def regression_size_sweep(
-    data: dict[str, Any],
-    sizes: Iterable[int] = (2, 4, 8, 16),
-    *,
-    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-    **train_kw: Any,
-) -> list[dict[str, Any]]:
-    """Test RMSE against matrix size n (one training run per size, same seed).
-
-    Args:
-        data: from :func:`load_housing`.
-        sizes: matrix sizes.
-        progress: wraps the size iterator for a live display.
-        **train_kw: passed to :func:`train_spectral_regression`.
-
-    Returns:
-        One result dict per size (see :func:`train_spectral_regression`).
-
-    Example:
-        >>> rows = regression_size_sweep(synthetic_housing(rows=400), sizes=(2,), epochs=1)
-        >>> rows[0]["n"]
-        2
-    """
-    it: Iterable[int] = list(sizes)
-    if progress is not None:
-        it = progress(it)
-    return [train_spectral_regression(data, n, **train_kw) for n in it]

@@ -7,11 +7,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from eigprec.chapters.clarke.experiments import _grad
 from eigprec.eig import kth_eigvalsh
@@ -22,113 +21,7 @@ __all__ = [
     "inverse_iteration_tradeoff",
     "recorded_gpu_summary",
     "stream_race_demo",
-    "timing_sweep",
 ]
-
-
-def timing_sweep(
-    sizes: Iterable[int] = (16, 32, 33, 64, 100),
-    batches: Iterable[int] = (100, 500),
-    *,
-    device: str = "cpu",
-    backend: str = "auto",
-    dtype: torch.dtype = torch.float32,
-    k: int = -1,
-    repeats: int = 3,
-    seed: int = 0,
-    threads: int | None = None,
-) -> list[dict[str, Any]]:
-    """Seconds per call of torch.linalg vs kth_eigvalsh, inference and training, side by side.
-
-    ``torch_forward``: ``torch.linalg.eigvalsh(A)[..., k]`` without grad; ``kth_forward``: the
-    same through ``kth_eigvalsh``; ``torch_train``: ``torch.linalg.eigh`` + backward of the
-    k-th eigenvalues' sum; ``kth_train``: ``kth_eigvalsh`` + backward.
-
-    Args:
-        sizes: matrix sizes n.
-        batches: batch sizes.
-        device: ``"cpu"`` or ``"cuda"``.
-        backend: ``kth_eigvalsh`` backend.
-        dtype: float32 or float64.
-        k: eigenvalue index.
-        repeats: interleaved timed rounds (median).
-        seed: generator seed of the random symmetric batches.
-        threads: torch intra-op threads during the measurement (None: unchanged). One thread
-            makes CPU timings far less sensitive to other processes on a shared machine.
-
-    Returns:
-        One dict per (n, batch) with the four medians and ``forward_speedup`` /
-        ``train_speedup`` (torch time ÷ kth_eigvalsh time).
-
-    Example:
-        >>> rows = timing_sweep(sizes=(4,), batches=(8,), repeats=1)
-        >>> sorted(rows[0])[:3]
-        ['backend', 'batch', 'device']
-    """
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        return _timing_rows(sizes, batches, device, backend, dtype, k, repeats, seed)
-    finally:
-        torch.set_num_threads(previous_threads)
-
-
-def _timing_rows(
-    sizes: Iterable[int],
-    batches: Iterable[int],
-    device: str,
-    backend: str,
-    dtype: torch.dtype,
-    k: int,
-    repeats: int,
-    seed: int,
-) -> list[dict[str, Any]]:
-    rows = []
-    for n in sizes:
-        for batch in batches:
-            g = torch.Generator().manual_seed(seed)
-            B = torch.randn(batch, n, n, generator=g, dtype=dtype)
-            A = ((B + B.mT) / 2).to(device)
-
-            def torch_forward(A: Tensor = A) -> None:
-                with torch.no_grad():
-                    torch.linalg.eigvalsh(A)[..., k]
-
-            def kth_forward(A: Tensor = A) -> None:
-                with torch.no_grad():
-                    kth_eigvalsh(A, k, backend=backend)
-
-            def torch_train(A: Tensor = A) -> None:
-                X = A.detach().requires_grad_(True)
-                torch.linalg.eigh(X).eigenvalues[..., k].sum().backward()
-
-            def kth_train(A: Tensor = A) -> None:
-                X = A.detach().requires_grad_(True)
-                kth_eigvalsh(X, k, backend=backend).sum().backward()
-
-            t = time_side_by_side(
-                {
-                    "torch_forward": torch_forward,
-                    "kth_forward": kth_forward,
-                    "torch_train": torch_train,
-                    "kth_train": kth_train,
-                },
-                repeats=repeats,
-                device=device,
-            )
-            rows.append(
-                {
-                    "n": n,
-                    "batch": batch,
-                    "device": device,
-                    "backend": backend,
-                    **t,
-                    "forward_speedup": t["torch_forward"] / t["kth_forward"],
-                    "train_speedup": t["torch_train"] / t["kth_train"],
-                }
-            )
-    return rows
 
 
 def inverse_iteration_tradeoff(

@@ -26,6 +26,37 @@ if sys.version_info < (3, 12) and not hasattr(typing, "override"):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def notebook(cells: list[str], first: list[dict] | None = None) -> dict:
+    """A minimal nbformat-4 notebook of code cells (ids c0, c1, …), as the fixtures write them.
+
+    Args:
+        cells: the code cells' sources.
+        first: cells to put before them (a title, say).
+
+    Returns:
+        The notebook as a JSON-ready dict.
+    """
+    code = [
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": f"c{i}",
+            "metadata": {},
+            "outputs": [],
+            "source": src,
+        }
+        for i, src in enumerate(cells)
+    ]
+    return {
+        "cells": [*(first or []), *code],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
 @pytest.fixture(scope="session")
 def book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, notebook
 
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 pytestmark = pytest.mark.skipif(not JUPYTER_BOOK.exists(), reason="jupyter-book not installed")
@@ -30,25 +30,8 @@ def _strict_flags() -> list[str]:
 
 
 def _notebook(cells: list[str]) -> dict:
-    return {
-        "cells": [{"cell_type": "markdown", "id": "title", "metadata": {}, "source": "# A chapter"}]
-        + [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": src,
-            }
-            for i, src in enumerate(cells)
-        ],
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    title = {"cell_type": "markdown", "id": "title", "metadata": {}, "source": "# A chapter"}
+    return notebook(cells, first=[title])
 
 
 def _build(tmp_path: Path, page: str, body: dict | str) -> subprocess.CompletedProcess:

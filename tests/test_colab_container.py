@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, notebook
 
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_check
@@ -20,26 +20,7 @@ SCRIPT = ROOT / "tools" / "colab_container.sh"
 
 
 def _notebook(path: Path, *cells: str) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "execution_count": None,
-                        "id": f"c{i}",
-                        "metadata": {},
-                        "outputs": [],
-                        "source": src,
-                    }
-                    for i, src in enumerate(cells)
-                ],
-                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
+    path.write_text(json.dumps(notebook(list(cells))))
     return path
 
 

@@ -163,6 +163,15 @@ def test_inverse_iteration_variant_is_one_pointer(monkeypatch):
     assert calls == ["inverse_iteration"]
 
 
+def test_time_side_by_side_times_every_round_it_is_asked_for():
+    # Regression: an unlimited budget once sized the rounds as inf // seconds = NaN, which
+    # max/min turned into a single timed call, so every "median of N rounds" was one round.
+    calls = {"a": 0, "b": 0}
+    fns = {name: (lambda name=name: calls.__setitem__(name, calls[name] + 1)) for name in calls}
+    time_side_by_side(fns, repeats=5, warmup=2)
+    assert calls == {"a": 8, "b": 8}  # 2 warm-up rounds, 1 sizing call, 5 timed rounds
+
+
 def test_time_interleaved_fits_repeats_to_the_budget():
     from eigprec.timing import time_interleaved
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import copy
 import json
 
@@ -34,7 +36,8 @@ def test_time_side_by_side_validates_and_measures():
     t = time_side_by_side(
         {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1
     )
-    assert calls == ["a", "b"] * 3 and set(t) == {"a", "b"}
+    # one warm-up round, one sizing call each, two timed rounds
+    assert calls == ["a", "b"] * 4 and set(t) == {"a", "b"}
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +190,11 @@ def test_time_interleaved_fits_repeats_to_the_budget():
     assert t["slow"] == {"seconds": 2.0, "repeats": 1}
     assert t["fast"] == {"seconds": 0.01, "repeats": 7}
     assert calls == {"slow": 3, "fast": 9}  # 2 warm-up calls each, then the timed ones
+    kept = time_interleaved(
+        fns, clock=clock, warmup=1, max_repeats=3, budget_s=math.inf, keep_samples=True
+    )
+    assert kept["slow"]["samples"] == [2.0, 2.0, 2.0]  # one per round, in round order
+    assert kept["fast"] == {"seconds": 0.01, "repeats": 3, "samples": [0.01, 0.01, 0.01]}
     with pytest.raises(ValueError):
         time_interleaved({}, clock=clock)
     with pytest.raises(ValueError):

@@ -59,7 +59,8 @@ def time_interleaved(
     warmup: int = 1,
     max_repeats: int = 10,
     budget_s: float = 1.0,
-) -> dict[str, dict[str, float]]:
+    keep_samples: bool = False,
+) -> dict[str, dict]:
     """Median seconds per call of each candidate, in interleaved rounds after a warm-up.
 
     Args:
@@ -69,9 +70,13 @@ def time_interleaved(
         max_repeats: most timed calls per candidate.
         budget_s: timed seconds each candidate may use; repeats = budget ÷ warm-up time,
             clamped to ``[1, max_repeats]``.
+        keep_samples: also return every timed call's seconds, in round order, so that a
+            caller can form per-round ratios of candidates timed in the same round (a slow
+            spell of a shared machine then cancels out of the ratio).
 
     Returns:
-        name → ``{"seconds": median, "repeats": timed calls}``.
+        name → ``{"seconds": median, "repeats": timed calls}``, plus ``"samples"`` (a list of
+        seconds, one per round) when ``keep_samples``.
 
     Raises:
         ValueError: on no candidates, ``warmup < 1``, ``max_repeats < 1`` or ``budget_s <= 0``.
@@ -93,15 +98,22 @@ def time_interleaved(
         for _ in range(warmup - 1):
             fn()
         first = max(clock(fn), 1e-9)
-        repeats[name] = int(min(max_repeats, max(1, budget_s // first)))
+        # An unlimited budget means max_repeats: inf // first would be NaN, which min/max
+        # silently turn into one repeat.
+        fit = max_repeats if math.isinf(budget_s) else budget_s // first
+        repeats[name] = int(min(max_repeats, max(1, fit)))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for r in range(max(repeats.values())):
         for name, fn in fns.items():
             if r < repeats[name]:
                 samples[name].append(clock(fn))
-    return {
+    out: dict[str, dict] = {
         name: {"seconds": statistics.median(v), "repeats": len(v)} for name, v in samples.items()
     }
+    if keep_samples:
+        for name, v in samples.items():
+            out[name]["samples"] = v
+    return out
 
 
 def time_side_by_side(

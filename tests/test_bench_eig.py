@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import copy
 import json
+import math
 
 import pytest
 import torch

@@ -128,6 +128,7 @@ def test_cpu_method_costs_keys_and_threads():
     assert set(t) == {
         "eigvalsh",
         "forward",
+        "forward_grad",
         "torch_train",
         "train_eigh",
         "train_subset",

@@ -15,6 +15,7 @@ __all__ = [
 
 _METHOD_LABELS = {
     "forward": "kth forward",
+    "forward_grad": "kth forward, requires grad",
     "torch_train": "eigh + backward",
     "train_eigh": 'kth + bwd "eigh"',
     "train_subset": 'kth + bwd "subset"',
@@ -89,7 +90,12 @@ def plot_cpu_costs(costs: dict[int, dict[str, float]]):
     width = 0.8 / len(_METHOD_LABELS)
     for j, (key, label) in enumerate(_METHOD_LABELS.items()):
         ratios = [costs[n][key] / costs[n]["eigvalsh"] for n in sizes]
-        ax.bar([i + (j - 2) * width for i in range(len(sizes))], ratios, width, label=label)
+        ax.bar(
+            [i + (j - (len(_METHOD_LABELS) - 1) / 2) * width for i in range(len(sizes))],
+            ratios,
+            width,
+            label=label,
+        )
     ax.axhline(1.0, color="k", lw=0.8, label="torch.linalg.eigvalsh")
     ax.set_xticks(range(len(sizes)), [f"n = {n}" for n in sizes])
     ax.set(

@@ -225,7 +225,9 @@ def cpu_method_costs(
 
     Returns:
         Seconds per call (fastest round): ``eigvalsh`` (``torch.linalg.eigvalsh``), ``forward``
-        (``kth_eigvalsh`` without grad, ``method="auto"``), ``torch_train``
+        (``kth_eigvalsh`` without grad, ``method="auto"``), ``forward_grad`` (the same call on
+        an input that requires grad, no backward: the forward pass of a training step, which
+        also computes the eigenvector the backward needs), ``torch_train``
         (``torch.linalg.eigh`` + backward) and ``train_<method>`` (``kth_eigvalsh`` +
         backward) for method ``eigh``, ``subset`` and ``inverse_iteration``.
 
@@ -245,6 +247,9 @@ def cpu_method_costs(
         with torch.no_grad():
             kth_eigvalsh(A, k)
 
+    def forward_grad() -> None:  # a training step's forward: it also finds the eigenvector
+        kth_eigvalsh(A.detach().requires_grad_(True), k)
+
     def torch_train() -> None:
         X = A.detach().requires_grad_(True)
         torch.linalg.eigh(X).eigenvalues[..., k].sum().backward()
@@ -256,7 +261,12 @@ def cpu_method_costs(
 
         return run
 
-    fns = {"eigvalsh": eigvalsh, "forward": forward, "torch_train": torch_train}
+    fns = {
+        "eigvalsh": eigvalsh,
+        "forward": forward,
+        "forward_grad": forward_grad,
+        "torch_train": torch_train,
+    }
     fns.update({f"train_{m}": train(m) for m in ("eigh", "subset", "inverse_iteration")})
     previous = torch.get_num_threads()
     limit: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()

@@ -37,3 +37,21 @@ def test_bench_tf32_restores_the_precision_it_found():
         torch.backends.fp32_precision = before[1]
         torch.backends.cuda.matmul.fp32_precision = before[2]
         torch.backends.mkldnn.matmul.fp32_precision = before[3]
+
+
+def test_bench_eig_pairs_rounds_and_reports_every_target(capsys):
+    bench = _load("bench_eig")
+    # per-round ratios: a slow round of both candidates cancels out
+    mid, lo, hi = bench._paired({"a": [2.0, 40.0, 6.0], "b": [1.0, 20.0, 3.0]}, "a", "b")
+    assert (mid, lo, hi) == (2.0, 2.0, 2.0)
+    assert bench._paired({"a": [3.0], "b": [2.0]}, "a", "b") == (1.5, 1.5, 1.5)
+    bench.headline(batch=4, n=6, repeats=2)
+    out = capsys.readouterr().out
+    for label in (
+        "value ÷ torch.linalg.eigvalsh",
+        "fwd+bwd ÷ value (no grad)",
+        "fwd+bwd ÷ forward (requires grad)",
+        "forward (requires grad) ÷ eigvalsh",
+    ):
+        line = next(x for x in out.splitlines() if x.startswith(label))
+        assert float(line[len(label) :].split()[0]) > 0, line

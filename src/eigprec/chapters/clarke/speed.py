@@ -210,8 +210,8 @@ def cpu_method_costs(
     The kind of measurement ``benchmarks/bench_eig.py`` makes, at chapter scale: random
     symmetric float32 matrices, interleaved rounds (every candidate once per round). Each
     candidate's time is its fastest round: on a shared machine other processes only ever add
-    time, and a median over a few rounds still moves by tens of percent when a burst of load
-    hits one candidate's calls.
+    time, and a median over a few rounds still moves when a burst of load hits one
+    candidate's calls.
 
     Args:
         batch, n: problem size.

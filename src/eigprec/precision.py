@@ -17,20 +17,21 @@ Thread safety: torch's precision settings are process-wide. :func:`matmul_precis
 blocks in different threads are coordinated by one process-wide lock: blocks asking
 for the same mode share it (the settings are restored when the last one leaves),
 a block asking for a different mode waits until the others have left, and the
-process always ends at the precision it had before the first block. Code that calls
-torch's setters directly bypasses this protocol.
+process always ends at the precision it had before the first block. Asyncio tasks are
+holders of their own (see :func:`matmul_precision`). Code that calls torch's setters
+directly bypasses this protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
-from eigprec._context import reusable
+from eigprec._context import owner, reusable
 
 __all__ = ["MATMUL_PRECISIONS", "current_matmul_precision", "matmul_precision"]
 
@@ -134,31 +135,43 @@ def _restore(state: _State) -> None:
             _set_attr(path, values[path])
 
 
+_Owner = tuple[int, Hashable | None]  # (thread id, asyncio task or None): see _context.owner
+
+
 @dataclass(eq=False)
 class _Level:
     mode: str
     snapshot: _State | None
-    holders: dict[int, int] = field(default_factory=dict)
+    holders: dict[_Owner, int] = field(default_factory=dict)
 
 
 # One process-wide stack of precision levels. More than one level exists only while
-# a single thread holds them all (it nested blocks), so other threads can only ever
-# share the bottom level, and only when they ask for its mode.
+# blocks of one thread and its nesting owners hold them all, so foreign owners can only
+# ever share the bottom level, and only when they ask for its mode. Within a thread,
+# an asyncio task is foreign to every other task: torch's precision is process-wide,
+# so two tasks interleaving at different modes would run at each other's precision.
 _LOCK = threading.Condition(threading.RLock())
 _LEVELS: list[_Level] = []
-_WAITING: set[int] = set()  # threads blocked in _acquire
+_WAITING: set[_Owner] = set()  # owners blocked in _acquire
 
 
-def _others_hold(me: int) -> bool:
-    return any(t != me for level in _LEVELS for t in level.holders)
+def _foreign(holder: _Owner, me: _Owner) -> bool:
+    # Code outside any task (task None) in a thread cannot run while one of its tasks
+    # does, so a task's blocks nest inside it; two different tasks interleave.
+    return holder[0] != me[0] or (holder[1] is not None and holder[1] is not me[1])
 
 
-def _acquire(mode: str | None) -> _Level:
+def _foreign_holders(me: _Owner) -> set[_Owner]:
+    return {h for level in _LEVELS for h in level.holders if _foreign(h, me)}
+
+
+def _acquire(mode: str | None) -> tuple[_Level, _Owner]:
     """Enter a level: set ``mode`` (or pin the current precision when None)."""
-    me = threading.get_ident()
+    me = owner()
     with _LOCK:
         while True:
-            if not _others_hold(me):
+            others = _foreign_holders(me)
+            if not others:
                 if mode is None and _LEVELS:  # a pin changes nothing: join the top
                     level = _LEVELS[-1]
                     break
@@ -173,6 +186,7 @@ def _acquire(mode: str | None) -> _Level:
             if len(_LEVELS) == 1 and mode in (None, bottom.mode):
                 level = bottom
                 break
+            _refuse_same_thread(me, mode, others)
             _refuse_deadlock(me, mode)
             _WAITING.add(me)
             try:
@@ -180,13 +194,26 @@ def _acquire(mode: str | None) -> _Level:
             finally:
                 _WAITING.discard(me)
         level.holders[me] = level.holders.get(me, 0) + 1
-        return level
+        return level, me
 
 
-def _refuse_deadlock(me: int, mode: str | None) -> None:
+def _refuse_same_thread(me: _Owner, mode: str | None, others: set[_Owner]) -> None:
+    # Another asyncio task of this thread holds the precision: waiting for it would block
+    # the event loop it needs to finish, and not waiting would change its precision.
+    if any(h[0] == me[0] for h in others):
+        raise RuntimeError(
+            f"matmul_precision({mode!r}) refused: another asyncio task in this thread holds "
+            f"the float32 matmul precision at {_LEVELS[-1].mode!r} across an await. Torch's "
+            "precision is process-wide, so interleaved tasks would run at each other's "
+            "precision; use the same mode in concurrent tasks, or do not await inside a "
+            "matmul_precision or emulate_tf32 block."
+        )
+
+
+def _refuse_deadlock(me: _Owner, mode: str | None) -> None:
     # This thread shares a level and wants to change it while every other holder is
     # itself waiting to change it: nobody could ever proceed. Refuse loudly instead.
-    others = {t for level in _LEVELS for t in level.holders if t != me}
+    others = _foreign_holders(me)
     mine = any(me in level.holders for level in _LEVELS)
     if mine and others <= _WAITING:
         raise RuntimeError(
@@ -198,28 +225,44 @@ def _refuse_deadlock(me: int, mode: str | None) -> None:
         )
 
 
-def _release(level: _Level) -> None:
-    me = threading.get_ident()
+def _release(level: _Level, me: _Owner) -> None:
+    """Leave ``level`` as ``me`` (the owner that entered it, whichever thread calls)."""
     with _LOCK:
         level.holders[me] -= 1
         if not level.holders[me]:
             del level.holders[me]
+        later = None
         if not level.holders:
-            # Only the top level can empty: deeper ones belong to this thread alone.
-            _LEVELS.remove(level)
-            if level.snapshot is not None:
+            i = _LEVELS.index(level)
+            del _LEVELS[i]
+            if i < len(_LEVELS):
+                # Left before a block entered after it (generators closed out of order):
+                # the precision of the block still open stays in force, and the level
+                # above now restores what this one would have.
+                later = _LEVELS[i].mode
+                if level.snapshot is not None:
+                    _LEVELS[i].snapshot = level.snapshot
+            elif level.snapshot is not None:
                 _restore(level.snapshot)
         _LOCK.notify_all()  # fewer holders may be enough for a waiting thread
+    if later is not None:
+        raise RuntimeError(
+            f"a matmul_precision({level.mode!r}) block (or emulate_tf32 block) was exited "
+            "before a block entered after it in the same thread (generators or tasks "
+            "interleaved their blocks): its code may have run at the later block's "
+            f"precision {later!r}. The later block keeps its precision and the "
+            "precision from before both is restored when it exits; nest blocks instead."
+        )
 
 
 @contextlib.contextmanager
 def _pinned() -> Iterator[None]:
     """Hold the current precision: other threads' blocks that would change it wait."""
-    level = _acquire(None)
+    level, me = _acquire(None)
     try:
         yield
     finally:
-        _release(level)
+        _release(level, me)
 
 
 def current_matmul_precision() -> str:
@@ -252,7 +295,15 @@ def current_matmul_precision() -> str:
         return "medium" if _onednn_matmul_precision() == "bf16" else "high"
 
 
-@reusable
+def _check_mode(mode: object) -> None:
+    if not isinstance(mode, str) or mode not in MATMUL_PRECISIONS:
+        raise ValueError(
+            f"matmul precision must be one of {', '.join(map(repr, MATMUL_PRECISIONS))}; "
+            f"got {mode!r}"
+        )
+
+
+@reusable(check=_check_mode)
 def matmul_precision(mode: str) -> Iterator[None]:
     """Set torch's float32 matmul precision inside a ``with`` block, then restore it.
 
@@ -277,6 +328,17 @@ def matmul_precision(mode: str) -> Iterator[None]:
     by other means (a join, a queue) deadlocks; torch's own setters, called directly,
     bypass the lock.
 
+    Asyncio tasks and generators: an asyncio task counts as its own holder, like a
+    thread. A task asking for the mode another task of the same thread holds shares it;
+    asking for another mode raises ``RuntimeError`` (waiting would block the event loop
+    the other task needs), so no task ever runs at another task's precision. Tasks nest
+    inside a block of the code that runs the event loop. A block exited before a block
+    entered after it in the same task (generators closed out of order) raises
+    ``RuntimeError``: the block still open keeps its precision, and the precision from
+    before both is restored when it exits. The arguments are checked when
+    ``matmul_precision(...)`` is called; a block exited in another thread or task than
+    the one that entered it is released and ``RuntimeError`` is raised.
+
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
             ``'medium'`` (additionally bf16 allowed, e.g. by oneDNN on the CPU).
@@ -286,7 +348,9 @@ def matmul_precision(mode: str) -> Iterator[None]:
 
     Raises:
         ValueError: if ``mode`` is not one of the three allowed names.
-        RuntimeError: if waiting for the other threads' blocks could never end.
+        RuntimeError: if waiting for the other threads' blocks could never end, another
+            asyncio task of this thread holds another mode, or blocks are exited out of
+            order or where they were not entered (see above).
 
     Example:
         >>> import torch
@@ -297,13 +361,8 @@ def matmul_precision(mode: str) -> Iterator[None]:
         ...     torch.backends.cuda.matmul.allow_tf32
         False
     """
-    if not isinstance(mode, str) or mode not in MATMUL_PRECISIONS:
-        raise ValueError(
-            f"matmul precision must be one of {', '.join(map(repr, MATMUL_PRECISIONS))}; "
-            f"got {mode!r}"
-        )
-    level = _acquire(mode)
+    level, me = _acquire(mode)
     try:
         yield
     finally:
-        _release(level)
+        _release(level, me)

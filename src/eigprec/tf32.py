@@ -356,7 +356,18 @@ def _real_tf32(device: torch.device) -> bool:
     return has_real_tf32(device)  # looked up at call time, so tests can stand in for a GPU
 
 
-@reusable
+def _check_emulate_args(
+    rounding: object = "rna", force: object = False, convolutions: object = None
+) -> None:
+    # Run when emulate_tf32(...) is called, before any ``with`` (see _context.reusable).
+    _check_rounding(rounding)
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be a bool, got {type(force).__name__}")
+    if convolutions is not None and not isinstance(convolutions, bool):
+        raise TypeError(f"convolutions must be a bool or None, got {type(convolutions).__name__}")
+
+
+@reusable(check=_check_emulate_args)
 def emulate_tf32(
     rounding: str = "rna", force: bool = False, convolutions: bool | None = None
 ) -> Iterator[None]:
@@ -429,11 +440,6 @@ def emulate_tf32(
         1.0019540786743164
         >>> torch.backends.cuda.matmul.fp32_precision = "none"
     """
-    _check_rounding(rounding)
-    if not isinstance(force, bool):
-        raise TypeError(f"force must be a bool, got {type(force).__name__}")
-    if convolutions is not None and not isinstance(convolutions, bool):
-        raise TypeError(f"convolutions must be a bool or None, got {type(convolutions).__name__}")
     mode = _tf32_dispatch.TF32EmulationMode(
         rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )

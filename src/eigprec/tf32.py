@@ -33,6 +33,7 @@ there instead, so it models the GPU, not that CPU path.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,7 +42,7 @@ import torch
 from eigprec._context import reusable
 
 from . import _tf32_dispatch
-from .precision import _effective, _pinned
+from .precision import MATMUL_PRECISIONS, _effective, _pinned
 
 __all__ = [
     "ROUNDINGS",
@@ -74,6 +75,16 @@ def _check_rounding(rounding: object) -> str:
     if not isinstance(rounding, str) or rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     return rounding
+
+
+def _check_dense(func: str, x: torch.Tensor) -> None:
+    # Bit-level rounding needs the values in memory: sparse tensors have no such storage.
+    # Meta tensors pass (shapes propagate), so do views of any stride.
+    if x.layout != torch.strided:
+        raise TypeError(
+            f"{func} expects a dense (strided) tensor, got layout {x.layout}; "
+            "round the values of a sparse tensor (x.values()) or convert it with to_dense()"
+        )
 
 
 def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Tensor:
@@ -153,7 +164,7 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
         in TF32.
 
     Raises:
-        TypeError: if ``x`` is not a float32 tensor.
+        TypeError: if ``x`` is not a dense (strided) float32 tensor.
         ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
 
     Example:
@@ -165,7 +176,10 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
         raise TypeError(f"round_tf32 expects a torch.Tensor, got {type(x).__name__}")
     if x.dtype != torch.float32:
         raise TypeError(f"round_tf32 expects a float32 tensor, got dtype {x.dtype}")
+    _check_dense("round_tf32", x)
     _check_rounding(rounding)
+    # A negated view (``z.conj().imag``) cannot be reinterpreted bit by bit; negate for real.
+    x = x.resolve_neg()
     if _under_functorch() or (x.requires_grad and torch.is_grad_enabled()):
         return _RoundTF32.apply(x, rounding)
     return _round_bits(x.detach(), rounding)
@@ -192,7 +206,7 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         ``(big, small)``, float32 tensors whose values are representable in TF32.
 
     Raises:
-        TypeError: if ``x`` is not a float32 tensor.
+        TypeError: if ``x`` is not a dense (strided) float32 tensor.
 
     Example:
         >>> import torch
@@ -203,6 +217,7 @@ def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
         what = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"split_tf32 expects a float32 tensor, got {what}")
+    _check_dense("split_tf32", x)
     # Clamping keeps finite values from rounding to inf (the clamp changes only values
     # beyond the largest TF32 number, which then truncate to it); infinities pass.
     finite = torch.isfinite(x)
@@ -228,6 +243,15 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     identity on them) or plain float32. The small terms are summed first so that
     their sum is not swamped before it meets the big one.
 
+    Overflow near float32's largest value: the big parts are rounded to nearest, so each
+    may exceed its operand by a factor up to ``1 + 2**-11``, and ``a_big @ b_big`` may
+    overflow to inf where ``a @ b`` in float32 does not. This happens only for an entry
+    whose terms ``|a_ik b_kj|`` sum (in float32) to more than about
+    ``2**128 / (1 + 2**-11)**2 ≈ (1 - 2**-10) * 2**128``, i.e. within 0.1 % of the
+    largest float32 (3.4028e38). Example: ``a = 2**64 - 2**40`` has big part ``2**64``,
+    so ``a * 2**64`` is the largest float32 in float32 but inf here. Scale such
+    operands down by a power of two (exact) if results that large matter.
+
     Args:
         a: float32 tensor with at least one dimension.
         b: float32 tensor with at least one dimension, ``torch.matmul``-compatible
@@ -237,7 +261,7 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         float32 tensor, ``torch.matmul(a, b)`` computed from TF32 pieces.
 
     Raises:
-        TypeError: if ``a`` or ``b`` is not a float32 tensor.
+        TypeError: if ``a`` or ``b`` is not a dense (strided) float32 tensor.
         ValueError: if the inner dimensions do not match or an operand is 0-d.
 
     Example:
@@ -250,6 +274,7 @@ def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
             what = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
             raise TypeError(f"matmul_3xtf32 expects float32 tensors, {name} is {what}")
+        _check_dense("matmul_3xtf32", t)
         if t.dim() == 0:
             raise ValueError(f"matmul_3xtf32 needs at least 1-d operands, {name} is 0-d")
     inner_b = b.shape[0] if b.dim() == 1 else b.shape[-2]
@@ -297,20 +322,39 @@ def has_real_tf32(device: torch.device | str) -> bool:
     """Whether float32 matmuls on ``device`` can run on TF32 tensor cores.
 
     True for CUDA devices of compute capability 8.0 or higher (Ampere and later) in a
-    CUDA (not ROCm) build of torch; False for the CPU, for "cuda" where no CUDA device
-    is available (a CPU-only build included) and everything else.
+    CUDA (not ROCm) build of torch; False for the CPU, for "cuda" (or a bare index such
+    as ``0``, which torch reads as the current accelerator) where no CUDA device is
+    available (a CPU-only build included) and everything else.
 
     Args:
-        device: a torch device or device string.
+        device: a torch device, device string or CUDA device index.
 
     Returns:
         True when real TF32 hardware backs float32 matmuls on ``device``.
+
+    Raises:
+        TypeError: if ``device`` is none of those (a bool included).
+        ValueError: on a negative index or a string torch cannot parse as a device.
 
     Example:
         >>> has_real_tf32("cpu")
         False
     """
-    device = torch.device(device)
+    if isinstance(device, bool) or not isinstance(device, torch.device | str | int):
+        raise TypeError(
+            f"device must be a torch.device, a device string or a CUDA index, got "
+            f"{type(device).__name__} {device!r}"
+        )
+    if isinstance(device, int):
+        if device < 0:
+            raise ValueError(f"a CUDA device index must be ≥ 0, got {device}")
+        if not torch.cuda.is_available():  # torch.device(0) itself fails without CUDA
+            return False
+        device = torch.device("cuda", device)
+    try:
+        device = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"not a device: {device!r} ({e})") from None
     if device.type != "cuda" or not torch.cuda.is_available():
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -330,12 +374,24 @@ def is_tf32_capability(capability: tuple[int, int]) -> bool:
     Returns:
         True when TF32 exists in hardware.
 
+    Raises:
+        TypeError: unless ``capability`` is a pair of ints (``(8,)`` and ``8.6`` are not).
+
     Example:
         >>> is_tf32_capability((7, 5)), is_tf32_capability((9, 0))  # a T4; an H100
         (False, True)
     """
+    if (
+        not isinstance(capability, tuple | list)
+        or len(capability) != 2
+        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in capability)
+    ):
+        raise TypeError(
+            "capability must be a (major, minor) pair of ints, as "
+            f"torch.cuda.get_device_capability() returns, got {capability!r}"
+        )
     # ROCm builds also answer torch.cuda; TF32 as discussed here is NVIDIA's.
-    return torch.version.hip is None and tuple(capability) >= (8, 0)
+    return torch.version.hip is None and tuple(int(v) for v in capability) >= (8, 0)
 
 
 _CAPABILITIES: dict[int, tuple[int, int]] = {}
@@ -460,11 +516,28 @@ def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dt
         compute capability ≥ 8.0; ``"emulated"`` otherwise (the run uses
         :func:`eigprec.emulate_tf32`).
 
+    Raises:
+        TypeError: if ``fp32_matmul_prec`` is not a str, ``dtype`` not a ``torch.dtype``
+            or ``device`` not a device (see :func:`has_real_tf32`).
+        ValueError: if ``fp32_matmul_prec`` is not exactly one of ``MATMUL_PRECISIONS``.
+
     Example:
         >>> import torch
         >>> tf32_mode("cpu", "high", torch.float32)
         'emulated'
     """
+    if not isinstance(fp32_matmul_prec, str):
+        raise TypeError(
+            f"fp32_matmul_prec must be a str, got {type(fp32_matmul_prec).__name__} "
+            f"{fp32_matmul_prec!r}"
+        )
+    if fp32_matmul_prec not in MATMUL_PRECISIONS:
+        raise ValueError(
+            f"fp32_matmul_prec must be one of {MATMUL_PRECISIONS}, got {fp32_matmul_prec!r}"
+        )
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}")
+    hardware = has_real_tf32(device)  # also checks the device argument
     if fp32_matmul_prec == "highest" or dtype != torch.float32:
         return "none"
-    return "hardware" if has_real_tf32(device) else "emulated"
+    return "hardware" if hardware else "emulated"

@@ -14,8 +14,16 @@ import operator
 from typing import Any
 
 import numpy as np
+import torch
 
-__all__ = ["check_flag", "check_int", "check_real", "check_soap_hyperparameters"]
+__all__ = [
+    "check_flag",
+    "check_int",
+    "check_real",
+    "check_soap_gradient",
+    "check_soap_hyperparameters",
+    "check_soap_parameter",
+]
 
 
 def check_flag(name: str, value: object) -> bool:
@@ -43,7 +51,10 @@ def check_real(
     """
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond float's range, such as 10**400
+        x = math.inf if value > 0 else -math.inf
     below = x <= low if low_open else x < low
     above = x >= high if high_open else x > high
     if math.isnan(x) or (finite and not math.isfinite(x)) or below or above:
@@ -84,3 +95,31 @@ def check_soap_hyperparameters(group: dict[str, Any], where: str) -> dict[str, A
         "eps": check_real(f"{where}: eps", group["eps"], low=0.0, low_open=True),
         "weight_decay": check_real(f"{where}: weight_decay", group["weight_decay"], low=0.0),
     }
+
+
+def check_soap_parameter(p: object) -> None:
+    """Refuse what SOAP cannot precondition: all but dense, real 2-D tensors.
+
+    A named parameter ``(name, tensor)`` (torch ≥ 2.6's ``named_parameters()`` input) is
+    checked by its tensor. Complex parameters are refused: the real-valued factors and
+    moments would drop the imaginary part of every gradient.
+    """
+    if isinstance(p, tuple):
+        p = p[1] if len(p) == 2 and isinstance(p[0], str) else None
+    if not isinstance(p, torch.Tensor) or p.dim() != 2:
+        shape = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
+        raise TypeError(f"SOAP preconditions 2-D parameters only; got shape {shape}")
+    if p.is_complex() or p.layout != torch.strided:
+        dtype = str(p.dtype).removeprefix("torch.")
+        raise TypeError(
+            f"SOAP preconditions dense real parameters only; got {dtype}, layout {p.layout}"
+        )
+
+
+def check_soap_gradient(g: torch.Tensor, where: str) -> None:
+    """Refuse a sparse, complex or data-less (meta) gradient before a step does any work."""
+    if g.layout != torch.strided or g.is_complex() or g.device.type == "meta":
+        raise TypeError(
+            f"SOAP needs a dense real gradient with data; the gradient of {where} is "
+            f"{str(g.dtype).removeprefix('torch.')}, layout {g.layout}, on {g.device.type}"
+        )

@@ -29,7 +29,14 @@ from typing import Any, Literal
 import torch
 from torch.optim import Optimizer
 
-from eigprec._args import check_flag, check_int, check_real, check_soap_hyperparameters
+from eigprec._args import (
+    check_flag,
+    check_int,
+    check_real,
+    check_soap_gradient,
+    check_soap_hyperparameters,
+    check_soap_parameter,
+)
 from eigprec._soap_checkpoint import CheckpointedOptions
 from eigprec.precision import matmul_precision
 
@@ -78,7 +85,8 @@ class SOAP(CheckpointedOptions, Optimizer):
        optional RMS clipping; ``p ← p − lr · update``.
 
     Args:
-        params: Parameters (all 2-D) or parameter groups.
+        params: Parameters (all 2-D and real), named parameters (``(name, tensor)``, as
+            ``model.named_parameters()`` gives) or parameter groups.
         lr: Learning rate, ≥ 0.
         betas: Adam's (β₁, β₂), each in [0, 1).
         shampoo_beta: EMA coefficient of the Kronecker factors, in [0, 1).
@@ -121,8 +129,9 @@ class SOAP(CheckpointedOptions, Optimizer):
     travel with ``copy.deepcopy``/``pickle``/``torch.save`` and in ``state_dict()``.
 
     Raises:
-        TypeError: if a parameter is not 2-D, ``dtype`` is not float32/float64, a number is
-            not a real number (or is a bool) or a flag is not a bool.
+        TypeError: if a parameter is not a dense, real (not complex) 2-D tensor, ``params``
+            of a group is a set, ``dtype`` is not float32/float64, a number is not a real
+            number (or is a bool) or a flag is not a bool.
         ValueError: on an out-of-range hyperparameter or unknown option name.
 
     Example:
@@ -225,22 +234,24 @@ class SOAP(CheckpointedOptions, Optimizer):
         """Add a parameter group, checking its parameters and hyperparameters first.
 
         Args:
-            param_group: As for :meth:`torch.optim.Optimizer.add_param_group`; hyperparameters
-                it leaves out come from the constructor's.
+            param_group: As for :meth:`torch.optim.Optimizer.add_param_group` (named
+                parameters, ``(name, tensor)`` pairs, included); hyperparameters it leaves
+                out come from the constructor's.
 
         Raises:
-            TypeError: if a parameter is not a 2-D tensor, or a hyperparameter is not a real
-                number (bools and tensors are not; NumPy scalars are, stored as floats).
+            TypeError: if ``params`` is a set, a parameter is not a dense, real 2-D tensor,
+                or a hyperparameter is not a real number (bools and tensors are not; NumPy
+                scalars are, stored as floats).
             ValueError: if a hyperparameter is out of range (see :class:`SOAP`).
         """
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
         params = param_group["params"]
+        if isinstance(params, set):  # as torch refuses it: a set's order changes between runs
+            raise TypeError("a param group's params must be an ordered collection, not a set")
         params = [params] if isinstance(params, torch.Tensor) else list(params)
         for p in params:
-            if not isinstance(p, torch.Tensor) or p.dim() != 2:
-                shape = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
-                raise TypeError(f"SOAP preconditions 2-D parameters only; got shape {shape}")
+            check_soap_parameter(p)
         where = f"param group {len(getattr(self, 'param_groups', []))}"
         hyper = check_soap_hyperparameters({**self.defaults, **param_group}, where)
         super().add_param_group({**param_group, **hyper, "params": params})
@@ -389,8 +400,10 @@ class SOAP(CheckpointedOptions, Optimizer):
             ValueError: if a closure is given, a gradient contains NaN or inf, a group's
                 hyperparameter is out of range, or the step would make a parameter's state
                 or update non-finite (a finite gradient spike whose square overflows the
-                state's dtype; use ``dtype=torch.float64`` or clip the gradient).
-            TypeError: if a parameter is not 2-D or a group's hyperparameter is not a number.
+                state's dtype; use ``dtype=torch.float64`` or clip the gradient; or an
+                ``eps`` that rounds to 0 in that dtype).
+            TypeError: if a parameter is not 2-D, a gradient is sparse, complex or on the
+                meta device, or a group's hyperparameter is not a number.
         """
         if closure is not None:
             raise ValueError("SOAP does not support a closure; call step() after backward()")
@@ -403,6 +416,7 @@ class SOAP(CheckpointedOptions, Optimizer):
                 where = f"parameter {pi} of param group {gi}, shape {tuple(p.shape)}"
                 if p.dim() != 2:
                     raise TypeError(f"SOAP preconditions 2-D parameters only; got {where}")
+                check_soap_gradient(p.grad, where)
                 work.append((p, hyper, where))
         # One host sync for all gradients, and one for all new states below: a check per
         # parameter would stall a GPU once per parameter and step.
@@ -414,9 +428,10 @@ class SOAP(CheckpointedOptions, Optimizer):
         updates = [(p, hyper, *self._compute_step(p, hyper, where)) for p, hyper, where in work]
         if updates:
             flags = torch.stack([u[2]["_finite"] for u in updates]).tolist()
-            for (p, _, new_state, _, _, _), row in zip(updates, flags, strict=True):
+            for (p, hyper, new_state, _, _, _), row in zip(updates, flags, strict=True):
                 if not all(row):
-                    self._refuse_non_finite(new_state, row, p.grad, new_state["_where"])
+                    where = new_state["_where"]
+                    self._refuse_non_finite(new_state, row, p.grad, where, hyper["eps"])
         for p, hyper, new_state, decay, update, diag in updates:
             del new_state["_finite"], new_state["_where"], new_state["update"]
             if decay != 1.0:
@@ -474,14 +489,28 @@ class SOAP(CheckpointedOptions, Optimizer):
         return state, decay, update, diag
 
     def _refuse_non_finite(
-        self, state: dict[str, Any], finite: list[bool], grad: torch.Tensor, where: str
+        self,
+        state: dict[str, Any],
+        finite: list[bool],
+        grad: torch.Tensor,
+        where: str,
+        eps: float | None = None,
     ) -> None:
         bad = [key for key, ok in zip(_CHECKED, finite, strict=False) if not ok]
+        dtype = str(self.dtype).removeprefix("torch.")
+        if bad == ["update"] and eps is not None and torch.tensor(eps, dtype=self.dtype) == 0:
+            # A NaN from 0 / (0 + eps) is no overflow: eps is below the dtype's smallest value.
+            tiny = torch.finfo(self.dtype).smallest_normal * torch.finfo(self.dtype).eps
+            raise ValueError(
+                f"SOAP step refused for {where}: eps={eps:g} rounds to 0 in {dtype}, so a zero "
+                f"second moment gives 0/0. Nothing was updated. Use eps ≥ {tiny:.3g}, the "
+                f"smallest positive {dtype}, or a larger one."
+            )
         if bad:
             top = grad.abs().max().item()
             raise ValueError(
-                f"SOAP step refused for {where}: {', '.join(bad)} would overflow "
-                f"{str(self.dtype).removeprefix('torch.')} (largest |gradient| entry {top:.3g}). "
+                f"SOAP step refused for {where}: {', '.join(bad)} would overflow {dtype} "
+                f"(largest |gradient| entry {top:.3g}). "
                 "Nothing was updated. Clip or rescale the gradient, or use dtype=torch.float64."
             )
 
@@ -554,16 +583,15 @@ def ema_first_weight(shampoo_beta: float, t: int) -> float:
         The weight of X_1.
 
     Raises:
+        TypeError: if β is not a real number or ``t`` not an int (bools are neither).
         ValueError: if β or t is out of range.
 
     Example:
         >>> ema_first_weight(0.5, 1)
         1.0
     """
-    if not 0 <= shampoo_beta < 1:
-        raise ValueError(f"shampoo_beta must be in [0, 1), got {shampoo_beta}")
-    if t < 1:
-        raise ValueError(f"t must be ≥ 1, got {t}")
+    shampoo_beta = check_real("shampoo_beta", shampoo_beta, low=0.0, high=1.0, high_open=True)
+    t = check_int("t", t, low=1)
     if shampoo_beta == 0:
         return 1.0 if t == 1 else 0.0
     return (1 - shampoo_beta) * shampoo_beta ** (t - 1) / (1 - shampoo_beta**t)

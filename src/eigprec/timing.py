@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import torch
 
+from eigprec._args import check_int, check_real
+
 __all__ = ["cuda_event_clock", "perf_counter_clock", "time_interleaved", "time_side_by_side"]
 
 
@@ -52,6 +54,16 @@ def perf_counter_clock(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _check_candidates(fns: object) -> None:
+    if not isinstance(fns, dict):
+        raise TypeError(f"fns must be a dict of name -> callable, got {type(fns).__name__}")
+    if not fns:
+        raise ValueError("timing needs at least one candidate")
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(f"candidate {name!r} is not callable: {type(fn).__name__}")
+
+
 def time_interleaved(
     fns: dict[str, Callable[[], object]],
     *,
@@ -79,20 +91,22 @@ def time_interleaved(
         seconds, one per round) when ``keep_samples``.
 
     Raises:
-        ValueError: on no candidates, ``warmup < 1``, ``max_repeats < 1`` or ``budget_s <= 0``.
+        TypeError: if ``fns`` is not a dict of callables, ``warmup``/``max_repeats`` not
+            ints (bools are not) or ``budget_s`` not a real number.
+        ValueError: on no candidates, ``warmup < 1``, ``max_repeats < 1``, ``budget_s <= 0``
+            or NaN.
 
     Example:
         >>> t = time_interleaved({"a": lambda: None}, clock=perf_counter_clock, max_repeats=3)
         >>> t["a"]["repeats"]
         3
     """
-    if not fns:
-        raise ValueError("time_interleaved needs at least one candidate")
-    if warmup < 1 or max_repeats < 1 or not budget_s > 0:
-        raise ValueError(
-            f"need warmup >= 1, max_repeats >= 1 and budget_s > 0; got {warmup}, "
-            f"{max_repeats}, {budget_s}"
-        )
+    _check_candidates(fns)
+    warmup = check_int("warmup", warmup, low=1)
+    max_repeats = check_int("max_repeats", max_repeats, low=1)
+    budget_s = check_real("budget_s", budget_s, low=0.0, low_open=True, finite=False)
+    if not callable(clock):
+        raise TypeError(f"clock must be callable, got {type(clock).__name__}")
     repeats: dict[str, int] = {}
     for name, fn in fns.items():
         for _ in range(warmup - 1):
@@ -140,6 +154,8 @@ def time_side_by_side(
         name → median seconds per call.
 
     Raises:
+        TypeError: if ``fns`` is not a dict of callables or ``repeats``/``warmup`` are not
+            ints (``2.5``, ``True`` and NaN are not).
         ValueError: when ``repeats < 1``, ``warmup < 0`` or ``fns`` is empty.
 
     Example:
@@ -147,8 +163,9 @@ def time_side_by_side(
         >>> t["noop"] >= 0
         True
     """
-    if repeats < 1 or warmup < 0 or not fns:
-        raise ValueError("time_side_by_side needs repeats >= 1, warmup >= 0 and a callable")
+    _check_candidates(fns)
+    repeats = check_int("repeats", repeats, low=1)
+    warmup = check_int("warmup", warmup, low=0)
     cuda = torch.device(device).type == "cuda"
     clock = cuda_event_clock if cuda else perf_counter_clock
     for _ in range(warmup):

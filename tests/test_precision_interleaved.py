@@ -266,3 +266,15 @@ def test_exit_of_a_block_never_entered_is_a_clear_error(make):
 def test_bad_arguments_fail_at_the_call_not_at_with(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_emulate_tf32_exited_from_another_thread_releases_the_precision():
+    cm = emulate_tf32()
+    t = threading.Thread(target=cm.__enter__)
+    t.start()
+    t.join(5)
+    assert _LEVELS  # the block pins the precision
+    with pytest.raises(RuntimeError, match="entered in another thread"):
+        cm.__exit__(None, None, None)
+    assert not _LEVELS
+    assert _enter_and_read("medium") == "medium"

@@ -75,11 +75,15 @@ class _Reusable(contextlib.AbstractContextManager):
         if cm is not None:
             # Entered by one other thread or task and left here: release it (so the
             # precision is not held forever), then refuse the misuse loudly.
-            cm.__exit__(*exc)
-            raise RuntimeError(
+            message = (
                 f"{self._name}: a block entered in another thread or asyncio task was exited "
                 "here; it has been released, but a block must be exited by whoever entered it"
             )
+            try:
+                cm.__exit__(*exc)
+            except Exception as e:  # e.g. torch's thread-local mode stack of this thread
+                raise RuntimeError(message) from e
+            raise RuntimeError(message)
         raise RuntimeError(
             f"{self._name}: __exit__ called in a thread or asyncio task that did not enter "
             f"this block, while {len(others)} others hold it; nothing was released"

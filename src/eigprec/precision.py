@@ -214,7 +214,8 @@ def _refuse_deadlock(me: _Owner, mode: str | None) -> None:
     # This thread shares a level and wants to change it while every other holder is
     # itself waiting to change it: nobody could ever proceed. Refuse loudly instead.
     others = _foreign_holders(me)
-    mine = any(me in level.holders for level in _LEVELS)
+    # Held by this owner or by code it runs inside (which cannot leave before it does).
+    mine = any(not _foreign(h, me) for level in _LEVELS for h in level.holders)
     if mine and others <= _WAITING:
         raise RuntimeError(
             f"matmul_precision({mode!r}) would deadlock: this thread shares the float32 "

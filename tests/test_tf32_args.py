@@ -71,6 +71,7 @@ def test_is_tf32_capability_accepts_pairs_of_ints():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_has_real_tf32_of_an_index_is_false_without_cuda():
     assert has_real_tf32(0) is False
+    assert has_real_tf32(np.int64(0)) is False
     assert has_real_tf32("cuda:0") is False
 
 

@@ -67,7 +67,8 @@ class CheckpointedOptions:
             :meth:`torch.optim.Optimizer.state_dict`'s ``state`` and ``param_groups``, plus
             ``soap_options``: every optimizer-wide option that defines the algorithm
             (``use_kl_shampoo``, ``dtype``, precisions, ``eps_mode``, …; dtypes as names),
-            added before the state-dict post-hooks run, so they see it.
+            added before the state-dict post-hooks run (except those registered with
+            ``prepend=True`` later), so they see it.
         """
         return super().state_dict()  # soap_options: added by the first post-hook
 

@@ -37,6 +37,7 @@ import numbers
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from eigprec._context import reusable
@@ -340,12 +341,15 @@ def has_real_tf32(device: torch.device | str) -> bool:
         >>> has_real_tf32("cpu")
         False
     """
-    if isinstance(device, bool) or not isinstance(device, torch.device | str | int):
+    if isinstance(device, bool | np.bool_) or not isinstance(
+        device, torch.device | str | numbers.Integral
+    ):
         raise TypeError(
             f"device must be a torch.device, a device string or a CUDA index, got "
             f"{type(device).__name__} {device!r}"
         )
-    if isinstance(device, int):
+    if isinstance(device, numbers.Integral):
+        device = int(device)
         if device < 0:
             raise ValueError(f"a CUDA device index must be ≥ 0, got {device}")
         if not torch.cuda.is_available():  # torch.device(0) itself fails without CUDA

@@ -539,3 +539,30 @@ def test_docstring_examples():
 
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- issue 21 item 1: an audit opened inside the emulator ---------------------------------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18, 2**25])
+def test_audit_inside_emulator_reports_tf32_and_float32_errors(float64_limit):
+    # The emulator rounds the user's product; the audit's float32 result must come from a
+    # clean run, not from the (emulated) user's one, or the TF32 error reads 0.
+    a, b = randn(256, 256, seed=1), randn(256, 256, seed=2)
+    with tf32_audit(float64_limit=float64_limit) as outside:
+        a @ b
+    with (
+        matmul_precision("high"),
+        emulate_tf32(),
+        tf32_audit(float64_limit=float64_limit) as inside,
+    ):
+        a @ b
+    want, got = only(outside), only(inside)
+    assert 1e-4 < want.norm_error < 1e-3
+    assert got.norm_error == pytest.approx(want.norm_error, rel=1e-6)
+    assert got.entry_error == pytest.approx(want.entry_error, rel=1e-6)
+    if float64_limit >= 256**3:
+        assert got.fp32_norm_error == pytest.approx(want.fp32_norm_error, rel=1e-6)
+        assert got.fp32_norm_error < 1e-5
+    else:
+        assert got.fp32_norm_error is None

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
+from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
 from eigprec._tf32_dispatch import _ieee_cpu
@@ -286,6 +287,10 @@ class AuditMode(TorchDispatchMode):
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         device = args[operands[0]].device
         side: dict[str, Any] = {}
+        # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
+        # both tests are always false): an outer mode (the emulator, say) or oneDNN's
+        # reduced precision changes the user's result, so float32 comes from a clean run.
+        clean_fp32 = bool(_get_current_dispatch_mode_stack()) or _cpu_reduced(device, kind)
         with _disable_current_modes():
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
@@ -299,9 +304,7 @@ class AuditMode(TorchDispatchMode):
                 )
                 with _ieee_cpu(args[operands[0]], "matmul" if kind == "matmul" else "conv"):
                     side["tf32"] = fn(*rounded, **kw)
-                    if _get_current_dispatch_mode_stack() or _cpu_reduced(device):
-                        # Other modes (an emulator, say) or oneDNN's reduced precision may
-                        # change the user's result: take float32 from a clean run.
+                    if clean_fp32:
                         side["fp32"] = fn(*args, **kw)
             first = side.get("tf32", side.get("fp32"))
             if packet is _aten.convolution_backward:
@@ -371,12 +374,14 @@ def _worse(a: float, b: float) -> float:
     return b if b != b or b > a else a  # NaN counts as worst
 
 
-def _cpu_reduced(device: torch.device) -> bool:
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    return device.type == "cpu" and getattr(mkldnn, "fp32_precision", "none") not in (
-        "none",
-        "ieee",
-    )
+def _cpu_reduced(device: torch.device, kind: str) -> bool:
+    # oneDNN's effective float32 precision for this kind of product ("none" inherits).
+    if device.type != "cpu" or not hasattr(
+        getattr(torch.backends.mkldnn, kind, None), "fp32_precision"
+    ):
+        return False
+    paths = (("mkldnn", kind, "fp32_precision"), ("mkldnn", "fp32_precision"), ("fp32_precision",))
+    return _precision._effective(*paths) != "ieee"
 
 
 def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:

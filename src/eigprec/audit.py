@@ -44,7 +44,8 @@ autograd node was not created by an audited forward product (a graph built befor
 audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
 frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
 block opened *within* the audit, products reach the audit with operands already rounded
-(their TF32 error reads zero); open the audit inside the emulator instead.
+(their TF32 error reads zero); open the audit inside the emulator instead (there the
+float32 and reference results come from a clean run, so the errors read as outside it).
 
 Example:
     >>> import torch

@@ -34,9 +34,11 @@ from . import precision as _precision
 __all__ = [
     "CONVS",
     "GEMMS",
+    "NO_TF32_NODES",
     "BackwardAfterExitWarning",
     "GraphMarker",
     "TF32EmulationMode",
+    "in_no_tf32_formula",
     "tf32_conv_enabled",
 ]
 
@@ -63,6 +65,41 @@ CONVS: dict[Any, tuple[int, ...]] = {
     _aten.convolution: (0, 1),
     _aten.convolution_backward: (0, 1, 2),
 }
+
+# Autograd nodes whose derivative formula torch runs under ``at::NoTF32Guard``, so that
+# on a TF32 GPU every product inside them stays float32 (torch/csrc/autograd/
+# FunctionsManual.cpp, pytorch/pytorch@002ca67: svd_backward, linalg_eig_backward -- eig
+# and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
+# linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
+# linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
+# cholesky_solve_backward; node names from derivatives.yaml as torch 2.13 names them).
+# Not guarded there: the backwards of inv, solve, slogdet, lu. The forward-mode (jvp)
+# formulas guarded in the same file run outside any node and are not recognised.
+NO_TF32_NODES = frozenset(
+    {
+        "LinalgSvdBackward0",
+        "LinalgEigBackward0",
+        "LinalgEighBackward0",
+        "CholeskyBackward0",
+        "LinalgCholeskyExBackward0",
+        "CholeskyInverseBackward0",
+        "LinalgPinvBackward0",
+        "LinalgLstsqBackward0",
+        "LinalgQrBackward0",
+        "LinalgMatrixExpBackward0",
+        "LinalgDetBackward0",
+        "TriangularSolveBackward0",
+        "LinalgSolveTriangularBackward0",
+        "CholeskySolveBackward0",
+    }
+)
+
+
+def in_no_tf32_formula() -> bool:
+    """Whether the running autograd node's formula runs under torch's NoTF32Guard."""
+    node = torch._C._current_autograd_node()
+    return node is not None and node.name() in NO_TF32_NODES
+
 
 # Set while an emulating mode decides about and runs one product, so that an outer
 # emulating mode (nested contexts) leaves the decision to the innermost one.
@@ -114,7 +151,7 @@ class TF32EmulationMode(TorchDispatchMode):
                 with self:  # re-enter so that the pieces come back here
                     return func.decompose(*args, **kwargs)
             return func(*args, **kwargs)
-        if _DECIDED.get():
+        if _DECIDED.get() or in_no_tf32_formula():
             return func(*args, **kwargs)
         token = _DECIDED.set(True)
         try:

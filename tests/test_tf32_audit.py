@@ -566,3 +566,28 @@ def test_audit_inside_emulator_reports_tf32_and_float32_errors(float64_limit):
         assert got.fp32_norm_error < 1e-5
     else:
         assert got.fp32_norm_error is None
+
+
+# --- issue 21 item 8 / issue 19 item 4: TF32 overflow is flagged, never error 0 ----------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18])
+def test_tf32_overflow_to_inf_is_flagged(float64_limit):
+    fmax = torch.finfo(torch.float32).max  # rounds up to 2**128 = inf in TF32
+    a = torch.tensor([[fmax, 1.0], [1.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    with tf32_audit(float64_limit=float64_limit) as report:
+        c = a @ b
+    assert torch.isfinite(c).all()  # the user's float32 result is finite
+    r = only(report)
+    assert r.tf32_nonfinite == 1
+    assert r.norm_error == math.inf and r.entry_error == math.inf
+    row = report.rows()[0]
+    assert row["TF32 inf/NaN calls"] == "1" and row["TF32 err. (norm)"] == "inf"
+
+
+def test_no_overflow_column_without_overflow():
+    with tf32_audit() as report:
+        randn(4, 4) @ randn(4, 4, seed=1)
+    assert only(report).tf32_nonfinite == 0
+    assert "TF32 inf/NaN calls" not in report.rows()[0]

@@ -67,6 +67,7 @@ class _Site:
     entry_error: float = 0.0
     fp32_norm_error: float | None = None
     float64_calls: int = 0
+    tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
 
 
 @dataclass
@@ -147,13 +148,18 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
 
 
 def _errors(
-    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None
-) -> tuple[float, float, float | None]:
+    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None, fp32_out: torch.Tensor
+) -> tuple[float, float, float | None, bool]:
     # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
-    # error when `ref` is float64. Few passes over the data: this runs for every product.
+    # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
+    # did not. Few passes over the data: this runs for every product.
     diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
     size, dist = _norm(ref), _norm(diff)
     if not (math.isfinite(size) and math.isfinite(dist)):
+        # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
+        # is an infinite error, not one to leave out.
+        if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
+            return math.inf, math.inf, _fp32_error(fp32, ref), True
         # Leave out the non-finite entries (of either result) and measure the rest.
         finite = torch.isfinite(ref) & torch.isfinite(tf32)
         ref = torch.where(finite, ref, 0.0)
@@ -170,7 +176,15 @@ def _errors(
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
-    return norm_error, entry_error, fp32_error
+    return norm_error, entry_error, fp32_error, False
+
+
+def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
+    if fp32 is None:
+        return None
+    finite = torch.isfinite(ref) & torch.isfinite(fp32)
+    ref = torch.where(finite, ref, 0.0)
+    return _ratio(_norm(torch.where(finite, fp32, 0.0) - ref), _norm(ref))
 
 
 def _norm(x: torch.Tensor) -> float:
@@ -341,15 +355,25 @@ class AuditMode(TorchDispatchMode):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
-                norm_e, entry_e, fp32_e = _errors(tf32_j, ref, fp32_j if fp64 is not None else None)
-                self._add((frames, name + suffix, shapes, phase), enabled, norm_e, entry_e, fp32_e)
+                norm_e, entry_e, fp32_e, nonfinite = _errors(
+                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j
+                )
+                key = (frames, name + suffix, shapes, phase)
+                self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
 
     def _add(
-        self, key: tuple, enabled: bool, norm_e: float, entry_e: float, fp32_e: float | None
+        self,
+        key: tuple,
+        enabled: bool,
+        norm_e: float,
+        entry_e: float,
+        fp32_e: float | None,
+        nonfinite: bool,
     ) -> None:
         with self.settings.lock:
             site = self.settings.sites.setdefault(key, _Site())
             site.calls += 1
+            site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
             site.norm_error = _worse(site.norm_error, norm_e)
             site.entry_error = _worse(site.entry_error, entry_e)

@@ -33,7 +33,9 @@ Two errors, worst over the calls of a site:
   Large for small entries that matter (small eigenvalues, residuals) and for entries that
   are merely near zero and do not matter -- only you can tell which.
 
-Non-finite entries (in the reference or the TF32 result) are left out of both measures.
+Non-finite entries of the reference are left out of both measures. A TF32 result with inf or
+NaN where the float32 result is finite (an operand just below float32's largest value rounds
+up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
 What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
 choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
@@ -94,6 +96,9 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+        tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
+            (TF32 rounds operands just below float32's largest value up to 2**128); their
+            errors count as infinite, never as 0.
 
     Example:
         >>> import torch
@@ -114,6 +119,7 @@ class AuditRecord:
     entry_error: float
     fp32_norm_error: float | None
     float64_calls: int
+    tf32_nonfinite: int = 0
 
     @property
     def site(self) -> str:
@@ -179,6 +185,7 @@ class AuditReport:
                 entry_error=s.entry_error,
                 fp32_norm_error=s.fp32_norm_error,
                 float64_calls=s.float64_calls,
+                tf32_nonfinite=s.tf32_nonfinite,
             )
             for key, s in items
         ]
@@ -208,7 +215,9 @@ class AuditReport:
 
         Returns:
             A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise.
+            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise, and,
+            when any listed record has one, the count of calls where TF32 gave inf/NaN and
+            float32 did not.
 
         Raises:
             ValueError: for a bad ``by`` or a negative ``limit``.
@@ -216,7 +225,8 @@ class AuditReport:
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
         records = self.ranked(by)[:limit]
-        return [
+        overflow = any(r.tf32_nonfinite for r in records)
+        rows = [
             {
                 "site": r.where if self._settings.depth > 1 else r.site,
                 "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
@@ -230,6 +240,10 @@ class AuditReport:
             }
             for r in records
         ]
+        if overflow:  # a column only when TF32 overflowed somewhere, so it cannot be missed
+            for row, r in zip(rows, records, strict=True):
+                row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)
+        return rows
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.

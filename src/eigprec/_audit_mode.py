@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import (
 from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
-from eigprec._tf32_dispatch import _ieee_cpu, in_no_tf32_formula
+from eigprec._tf32_dispatch import _ieee_cpu, composite, in_no_tf32_formula, run_composite
 from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
@@ -228,14 +228,13 @@ class AuditMode(TorchDispatchMode):
         kwargs = kwargs or {}
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
-        if operands is None and _composite(func):
+        if operands is None and composite(func):
             # Under inference_mode autograd is skipped, so composite operators (matmul,
-            # linear, einsum, conv2d...) reach this mode whole: run their decomposition,
-            # which is what the dispatcher would run, with the audit on for its pieces.
+            # linear, einsum, conv2d...) reach this mode whole: run their C++ composite
+            # kernel, which is what the dispatcher would run, with the audit on for its
+            # pieces.
             with self:
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
+                return run_composite(func, args, kwargs)
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             # (torch runs some derivative formulas with TF32 off: no TF32 there to measure)
             return func(*args, **kwargs)
@@ -382,17 +381,6 @@ class AuditMode(TorchDispatchMode):
                 site.fp32_norm_error = (
                     fp32_e if site.fp32_norm_error is None else max(site.fp32_norm_error, fp32_e)
                 )
-
-
-_COMPOSITE: dict[Any, bool] = {}
-
-
-def _composite(func: Any) -> bool:
-    if func not in _COMPOSITE:
-        _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), "CompositeImplicitAutograd"
-        )
-    return _COMPOSITE[func]
 
 
 def _worse(a: float, b: float) -> float:

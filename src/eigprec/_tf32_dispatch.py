@@ -38,7 +38,9 @@ __all__ = [
     "BackwardAfterExitWarning",
     "GraphMarker",
     "TF32EmulationMode",
+    "composite",
     "in_no_tf32_formula",
+    "run_composite",
     "tf32_conv_enabled",
 ]
 
@@ -108,8 +110,26 @@ _DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided",
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
-def _composite(func: Any) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+_COMPOSITE: dict[Any, bool] = {}
+
+
+def composite(func: Any) -> bool:
+    """Whether ``func`` has a CompositeImplicitAutograd kernel (cached)."""
+    known = _COMPOSITE.get(func)
+    if known is None:
+        known = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+    return known
+
+
+def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run ``func``'s C++ CompositeImplicitAutograd kernel, as eager mode does.
+
+    ``OpOverload.decompose`` prefers a Python decomposition registered for that key
+    (``torch._decomp``, written for tracing: e.g. ``upsample_trilinear3d`` computes its
+    weights differently and changes results); eager mode runs the C++ kernel, whose
+    pieces come back through the dispatcher to the active modes.
+    """
+    return func._op_dk(_CIA, *args, **kwargs)
 
 
 class TF32EmulationMode(TorchDispatchMode):
@@ -147,9 +167,9 @@ class TF32EmulationMode(TorchDispatchMode):
         if is_conv:
             operands = CONVS[packet]
         if operands is None:
-            if torch.is_inference_mode_enabled() and _composite(func):
+            if torch.is_inference_mode_enabled() and composite(func):
                 with self:  # re-enter so that the pieces come back here
-                    return func.decompose(*args, **kwargs)
+                    return run_composite(func, args, kwargs)
             return func(*args, **kwargs)
         if _DECIDED.get() or in_no_tf32_formula():
             return func(*args, **kwargs)

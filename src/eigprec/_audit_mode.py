@@ -399,3 +399,41 @@ def _cpu_reduced(device: torch.device, kind: str) -> bool:
 
 def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:
     return out[j] if packet is _aten.convolution_backward else out
+
+
+class AttributionMode(AuditMode):
+    """Runs a block with TF32 rounding at chosen product sites only; counts every site.
+
+    A site is keyed as in the audit: (user frames, operator, operand shapes, phase), so
+    that the keys of one run match those of the next run of the same block.
+    """
+
+    def __init__(self, settings: _Settings, selected: frozenset | None, emulator: Any) -> None:
+        super().__init__(settings)
+        self.selected = selected  # None: every site
+        self.emulator = emulator  # a TF32EmulationMode that rounds whatever reaches it
+        self.seen: dict[tuple, int] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        operands = _OPERANDS.get(packet)
+        if operands is None and composite(func):
+            with self:
+                return run_composite(func, args, kwargs)
+        if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
+            return func(*args, **kwargs)
+        frames, phase = self._where(args, operands)
+        shapes = tuple(tuple(args[i].shape) for i in operands)
+        key = (frames, packet.__name__, shapes, phase)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.selected is None or key in self.selected:
+            with self.emulator:
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
+from eigprec import _tf32_opaque
 from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
@@ -39,6 +40,16 @@ _FUNCTIONAL: dict[Any, Any] = {
 }
 _FUNCTIONAL.update({packet: packet for packet in _CONVS})
 _OPERANDS: dict[Any, tuple[int, ...]] = {**_GEMMS, **_CONVS}
+
+_NOT_SEEN: dict[Any, str] = {
+    **_tf32_opaque.OPAQUE,
+    _aten._euclidean_dist: "",
+    _aten._trilinear: (
+        "nn.Bilinear/F.bilinear: ATen's kernel contracts with bmm, TF32 on a GPU under the "
+        "matmul switch; emulate_tf32 rebuilds it from an einsum, the audit cannot without "
+        "changing your result"
+    ),
+}
 
 # Entries of the reference smaller than this fraction of its largest magnitude are measured
 # against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
@@ -80,6 +91,8 @@ class _Settings:
     sites: dict[tuple, _Site] = field(default_factory=dict)
     # autograd sequence number of a forward node -> the frames of the forward call
     forward_frames: dict[int, tuple] = field(default_factory=dict)
+    # operators that multiply out of the audit's sight -> (calls, what a TF32 GPU does)
+    not_covered: dict[str, list] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -228,6 +241,16 @@ class AuditMode(TorchDispatchMode):
         kwargs = kwargs or {}
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
+        if operands is None and packet in _NOT_SEEN:
+            if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
+                with self:
+                    return _tf32_opaque.euclidean_dist(*args, **kwargs)
+            with self.settings.lock:
+                entry = self.settings.not_covered.setdefault(
+                    packet.__name__, [0, _NOT_SEEN[packet]]
+                )
+                entry[0] += 1
+            return func(*args, **kwargs)
         if operands is None and composite(func):
             # Under inference_mode autograd is skipped, so composite operators (matmul,
             # linear, einsum, conv2d...) reach this mode whole: run their C++ composite

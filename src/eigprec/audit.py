@@ -215,6 +215,23 @@ class AuditReport:
         """The records ranked by ``norm_error``, worst first."""
         return self.ranked("norm")
 
+    @property
+    def not_covered(self) -> dict[str, tuple[int, str]]:
+        """Operators that ran float32 products the audit could not see.
+
+        ATen operator name -> (calls, what a TF32 GPU does for it): fused attention, the
+        fused transformer fast path, oneDNN's/cuDNN's fused RNNs, ``_trilinear``
+        (``nn.Bilinear``). Listed under the tables, never silently skipped.
+        """
+        with self._settings.lock:
+            return {k: (v[0], v[1]) for k, v in self._settings.not_covered.items()}
+
+    def _not_covered_lines(self) -> list[str]:
+        return [
+            f"Run but not covered: aten.{name} ({calls} calls) -- {note}."
+            for name, (calls, note) in self.not_covered.items()
+        ]
+
     def __len__(self) -> int:
         return len(self._settings.sites)
 
@@ -271,22 +288,27 @@ class AuditReport:
             ValueError: for a bad ``by`` or ``limit``.
         """
         rows = self.rows(by, limit)
-        if not rows:
-            return "*No float32 matrix product or convolution ran inside the audit.*"
-        return markdown_table(rows)
+        extra = self._not_covered_lines()
+        table = (
+            markdown_table(rows)
+            if rows
+            else "*No float32 matrix product or convolution was audited*"
+        )
+        return "\n\n".join([table, *(f"*{line}*" for line in extra)])
 
     def to_text(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a fixed-width plain-text table (what ``str()`` gives)."""
         rows = self.rows(by, limit)
+        extra = self._not_covered_lines()
         if not rows:
-            return "No float32 matrix product or convolution ran inside the audit."
+            return "\n".join(["No float32 matrix product or convolution was audited", *extra])
         header = list(rows[0])
         widths = [max(len(h), *(len(row[h]) for row in rows)) for h in header]
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += [
             "  ".join(row[h].ljust(w) for h, w in zip(header, widths, strict=True)) for row in rows
         ]
-        return "\n".join(line.rstrip() for line in lines)
+        return "\n".join([*(line.rstrip() for line in lines), *extra])
 
     def __str__(self) -> str:
         return self.to_text()

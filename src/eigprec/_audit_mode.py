@@ -58,6 +58,11 @@ ENTRY_FLOOR = 2.0**-24
 
 _THIS_FILE = __file__
 
+# How many forward calls the audit remembers for attributing their backward products: a
+# training loop must not grow it by one entry per product for the whole block. A backward
+# that runs after more newer forward products than this is attributed to its own frames.
+FORWARD_FRAMES_LIMIT = 4096
+
 # Private torch hooks that tie a backward product to its forward call; without them
 # (another torch version) backward products are attributed to the frames at backward time.
 _next_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
@@ -305,6 +310,8 @@ class AuditMode(TorchDispatchMode):
             # Autograd numbered this op's node just before dispatching to us.
             with s.lock:
                 s.forward_frames[_next_sequence_nr() - 1] = frames
+                if len(s.forward_frames) > FORWARD_FRAMES_LIMIT:  # oldest first out
+                    del s.forward_frames[next(iter(s.forward_frames))]
         return frames, "forward"
 
     # -- the side computations ----------------------------------------------------------

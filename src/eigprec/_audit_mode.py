@@ -28,7 +28,13 @@ from eigprec import _tf32_opaque
 from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
-from eigprec._tf32_dispatch import _ieee_cpu, composite, in_no_tf32_formula, run_composite
+from eigprec._tf32_dispatch import (
+    _ieee_cpu,
+    composite,
+    in_no_tf32_formula,
+    passes_through,
+    run_composite,
+)
 from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
@@ -244,6 +250,8 @@ class AuditMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
         if operands is None and packet in _NOT_SEEN:
@@ -452,6 +460,8 @@ class AttributionMode(AuditMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
         if operands is None and composite(func):

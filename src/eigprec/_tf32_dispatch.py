@@ -42,6 +42,7 @@ __all__ = [
     "TF32EmulationMode",
     "composite",
     "in_no_tf32_formula",
+    "passes_through",
     "run_composite",
     "tf32_conv_enabled",
     "tf32_rnn_enabled",
@@ -134,6 +135,23 @@ _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 _COMPOSITE: dict[Any, bool] = {}
 
 
+def _unusual(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_nested)
+
+
+def passes_through(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an operator has sparse or nested tensor arguments: run it untouched.
+
+    Sparse products run in cuSPARSE on a GPU, not in the cuBLAS path emulated here, and
+    their storage cannot be rounded; nested tensors (strided and jagged) multiply inside
+    their own kernels. Both run untouched: not emulated, not audited.
+    """
+    for a in (*args, *kwargs.values()):
+        if _unusual(a) or (isinstance(a, (list, tuple)) and any(_unusual(t) for t in a)):
+            return True
+    return False
+
+
 def composite(func: Any) -> bool:
     """Whether ``func`` has a CompositeImplicitAutograd kernel (cached)."""
     known = _COMPOSITE.get(func)
@@ -183,6 +201,8 @@ class TF32EmulationMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = GEMMS.get(packet)
         is_conv = operands is None and packet in CONVS

@@ -44,6 +44,7 @@ __all__ = [
     "in_no_tf32_formula",
     "passes_through",
     "run_composite",
+    "saved_tensor_hooks",
     "tf32_conv_enabled",
     "tf32_rnn_enabled",
 ]
@@ -191,6 +192,7 @@ class TF32EmulationMode(TorchDispatchMode):
         self._matmul_enabled = matmul_enabled
         self._real_tf32 = real_tf32
         self.graph_products = 0  # emulated forward products that autograd recorded
+        self.forward_products = 0  # emulated products outside any backward, any grad mode
         self.not_covered: dict[str, int] = {}  # opaque operator -> calls (run unchanged)
 
     def __torch_dispatch__(
@@ -224,8 +226,11 @@ class TF32EmulationMode(TorchDispatchMode):
         try:
             if not self._wants(args, operands, is_conv):
                 return func(*args, **kwargs)
-            if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
-                if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            if torch._C._current_autograd_node() is None:
+                self.forward_products += 1  # (any grad mode: custom Functions run without)
+                if torch.is_grad_enabled() and any(
+                    isinstance(a, torch.Tensor) and a.requires_grad for a in args
+                ):
                     self.graph_products += 1
             rounded = tuple(
                 self._round(a, self.rounding) if i in operands else a for i, a in enumerate(args)
@@ -360,6 +365,27 @@ def _check_backward(grad_outputs: Any) -> None:
             BackwardAfterExitWarning,
             stacklevel=2,
         )
+
+
+def saved_tensor_hooks(mode: TF32EmulationMode) -> tuple[Callable, Callable]:
+    r"""Pack/unpack hooks that check where the backward of a block's graph runs.
+
+    Custom ``autograd.Function``\ s (reentrant checkpointing among them) run their forward
+    with grad disabled, so :class:`GraphMarker` cannot tag their nodes; but whatever they
+    save for backward is packed inside the block and unpacked by their backward. A tensor
+    saved after the block emulated a product warns when unpacked outside the block.
+    """
+
+    def pack(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        return t, mode.forward_products > 0
+
+    def unpack(packed: tuple[torch.Tensor, bool]) -> torch.Tensor:
+        t, marked = packed
+        if marked:
+            _check_backward(None)
+        return t
+
+    return pack, unpack
 
 
 class GraphMarker(TorchFunctionMode):

@@ -437,7 +437,8 @@ def emulate_tf32(
     mode = _tf32_dispatch.TF32EmulationMode(
         rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )
-    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode):
+    hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
+    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
         yield
 
 

@@ -9,10 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eigprec._tf32_dispatch import NotEmulatedWarning
 from eigprec.audit import tf32_audit
 from eigprec.precision import matmul_precision
-from eigprec.tf32 import emulate_tf32, round_tf32
+from eigprec.tf32 import NotEmulatedWarning, emulate_tf32, round_tf32
 
 
 def _x(seed: int, *shape: int, **kw) -> torch.Tensor:

@@ -25,8 +25,8 @@ about 2**13 times larger).
 Two errors, worst over the calls of a site:
 
 * ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
-  result. About 2**-11 / √k-ish for benign products; large when C cancels, i.e. when C is
-  much smaller than the operands that built it.
+  result. Of the order of 2**-12 for random-sign operands whatever k; large when C
+  cancels, i.e. when C is much smaller than the operands that built it.
 * ``entry_error`` = ``max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, f)``, with the floor
   ``f = 2**-24 · max|C_ref|`` (entries float32 itself cannot resolve at the result's scale
   are measured against that resolution): the relative error of the entry TF32 hurts most.
@@ -37,11 +37,17 @@ Non-finite entries of the reference are left out of both measures. A TF32 result
 NaN where the float32 result is finite (an operand just below float32's largest value rounds
 up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
-What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
-choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
-the dispatcher's Python layer (the forward of ``cdist``'s matrix-product path, ``bilinear``,
-fused attention backends); products in threads other than the one that opened the audit
-(autograd's own threads excepted); sparse and non-float32 products. A backward product whose
+Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
+backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, triangular and Cholesky
+solves...) are not reported: a TF32 GPU runs them in float32. ``cdist``'s matrix-product path
+is rebuilt bit for bit and audited. Operators whose own kernel multiplies out of the
+dispatcher's sight -- fused attention (forward and backward), the fused transformer fast
+path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU), ``_trilinear`` (``nn.Bilinear``) -- are
+*run but not covered*: :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does
+for it, and so do the tables. Not seen at all: products inside ``torch.compile``d code
+(Inductor's Triton kernels choose their own TF32 behaviour); products in threads other than
+the one that opened the audit (autograd's own threads excepted); sparse and nested tensors
+(passed through untouched) and non-float32 products. A backward product whose
 autograd node was not created by an audited forward product (a graph built before the
 audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
 frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`

@@ -611,3 +611,28 @@ def test_forward_frames_stay_bounded_over_a_long_training_loop(monkeypatch):
     assert len(report) == 2 and {r.calls for r in report.records} == {2_000}
     # attribution still works: the backward product is at the forward line
     assert len({r.site for r in report.records}) == 1
+
+
+# --- issue 19 item 4: layers inside one nn.Module call are told apart --------------------
+
+
+def test_layers_inside_one_module_call_get_their_module_paths():
+    torch.manual_seed(0)  # torch.nn initialises from the global generator
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    x = randn(2, 5, 8)
+    with tf32_audit() as report:
+        encoder(x).sum().backward()  # one line of user code
+    assert len({r.site for r in report.records}) == 1
+    modules = {r.module for r in report.records}
+    assert {"layers.0.linear1", "layers.1.linear2", "layers.0.self_attn"} <= modules
+    assert any(
+        r.module == "layers.1.linear1" and r.phase.startswith("backward") for r in report.records
+    )
+    assert "[layers.0.linear1]" in str(report)
+
+
+def test_products_outside_modules_have_no_module_path():
+    with tf32_audit() as report:
+        randn(3, 3) @ randn(3, 3, seed=1)
+    assert only(report).module == ""

@@ -75,7 +75,7 @@ from typing import Any
 import torch
 
 from eigprec import _tf32_dispatch
-from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings
+from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.tf32 import ROUNDINGS, _round_bits
@@ -114,6 +114,9 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+        module: path of the innermost ``nn.Module`` running the product, relative to the
+            outermost one called (``"TransformerEncoder"``, ``"layers.0.linear1"``...);
+            ``""`` outside modules. Tells apart the layers behind one line of your code.
         tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
             (TF32 rounds operands just below float32's largest value up to 2**128); their
             errors count as infinite, never as 0.
@@ -138,6 +141,7 @@ class AuditRecord:
     fp32_norm_error: float | None
     float64_calls: int
     tf32_nonfinite: int = 0
+    module: str = ""
 
     @property
     def site(self) -> str:
@@ -194,6 +198,7 @@ class AuditReport:
         records = [
             AuditRecord(
                 frames=key[0],
+                module=key[4],
                 op=key[1],
                 shapes=key[2],
                 phase=key[3],
@@ -263,7 +268,8 @@ class AuditReport:
         overflow = any(r.tf32_nonfinite for r in records)
         rows = [
             {
-                "site": r.where if self._settings.depth > 1 else r.site,
+                "site": (r.where if self._settings.depth > 1 else r.site)
+                + (f" [{r.module}]" if r.module else ""),
                 "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
                 "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
                 "calls": str(r.calls),
@@ -396,7 +402,7 @@ def tf32_audit(
     """
     _check_options(rounding, float64_limit, only_enabled, skip, depth)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
-    with AuditMode(settings):
+    with AuditMode(settings), module_paths(settings):
         yield AuditReport(settings)
 
 
@@ -412,6 +418,7 @@ class SiteEffect:
         calls: how many times the site ran in one run of the block.
         effects: output name -> ‖y_site − y_fp32‖_F / ‖y_fp32‖_F, where ``y_site`` is the
             output with only this site's products in TF32.
+        module: the ``nn.Module`` path of the site, as in :class:`AuditRecord`.
 
     Example:
         >>> e = SiteEffect((("f.py", 3, "g"),), "mm", "forward", ((2, 2), (2, 1)), 1, {"x": 0.5})
@@ -425,6 +432,7 @@ class SiteEffect:
     shapes: tuple[tuple[int, ...], ...]
     calls: int
     effects: dict[str, float]
+    module: str = ""
 
     site = AuditRecord.site
     where = AuditRecord.where
@@ -563,7 +571,7 @@ def tf32_attribution(
 
     def run(selected: frozenset | None) -> tuple[dict[str, torch.Tensor], dict[tuple, int]]:
         mode = AttributionMode(settings, selected, emulator)
-        with mode:
+        with mode, module_paths(settings):
             out = block()
         return _outputs(out), mode.seen
 
@@ -577,7 +585,8 @@ def tf32_attribution(
     sites = []
     for key, calls in seen.items():
         alone, _ = run(frozenset({key}))
-        frames, op, shapes, phase = key
-        sites.append(SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain)))
+        frames, op, shapes, phase, module = key
+        effect = SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain), module)
+        sites.append(effect)
     sites.sort(key=lambda s: -s.effect)
     return Attribution(_change(full, plain), sites)

@@ -636,3 +636,16 @@ def test_products_outside_modules_have_no_module_path():
     with tf32_audit() as report:
         randn(3, 3) @ randn(3, 3, seed=1)
     assert only(report).module == ""
+
+
+def test_scaled_entry_error_does_not_alarm_on_entries_near_zero():
+    # One output entry is near zero by cancellation: its relative (entry) error is huge,
+    # its error against its row and column scale is TF32-sized.
+    a = randn(8, 64)
+    b = randn(64, 8, seed=1)
+    b[:, 0] -= a[0] * (a[0] @ b[:, 0]) / (a[0] @ a[0])  # (a @ b)[0, 0] ≈ 0
+    with tf32_audit(float64_limit=2**20) as report:
+        a @ b
+    r = only(report)
+    assert r.entry_error > 1e-2
+    assert 1e-5 < r.scaled_entry_error < 2.0**-10

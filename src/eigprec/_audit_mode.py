@@ -90,6 +90,7 @@ class _Site:
     fp32_norm_error: float | None = None
     float64_calls: int = 0
     tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
+    scaled_entry_error: float | None = None  # worst |error_ij| / (‖row i of A‖ ‖column j of B‖)
 
 
 @dataclass
@@ -203,6 +204,22 @@ def _errors(
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
     return norm_error, entry_error, fp32_error, False
+
+
+def _scaled_entry_error(
+    tf32: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> float:
+    # max_ij |C_tf32 - C_ref|_ij / (‖A_i,:‖₂ ‖B_:,j‖₂): each entry's error against the
+    # largest value its row and column could produce (Cauchy-Schwarz), so entries that are
+    # near zero by cancellation in a benign layer do not read as large relative errors.
+    rows = torch.linalg.vector_norm(a, dim=-1).unsqueeze(-1)
+    cols = torch.linalg.vector_norm(b, dim=-2).unsqueeze(-2)
+    scale = (rows * cols).clamp_min_(torch.finfo(torch.float32).tiny)
+    if not ref.numel():
+        return 0.0
+    finite = torch.isfinite(ref)
+    diff = torch.where(finite, torch.sub(tf32, ref), 0.0).abs_()
+    return float(diff.div_(scale).max())
 
 
 def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
@@ -401,6 +418,12 @@ class AuditMode(TorchDispatchMode):
                 )
                 key = (frames[0], name + suffix, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
+                if packet in _GEMMS and not nonfinite:
+                    scaled = _scaled_entry_error(tf32_j, ref, *(args[i] for i in _GEMMS[packet]))
+                    with self.settings.lock:
+                        site = self.settings.sites[key]
+                        old = site.scaled_entry_error
+                        site.scaled_entry_error = scaled if old is None else _worse(old, scaled)
 
     def _add(
         self,

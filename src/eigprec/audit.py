@@ -114,6 +114,10 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+        scaled_entry_error: worst ``|C_tf32 − C_ref|_ij / (‖A_i,:‖₂ ‖B_:,j‖₂)`` -- each
+            entry's error against the largest value its row and column could give, which
+            does not alarm on entries near zero by cancellation (about 2**-12 for any
+            benign GEMM); ``None`` for convolutions.
         module: path of the innermost ``nn.Module`` running the product, relative to the
             outermost one called (``"TransformerEncoder"``, ``"layers.0.linear1"``...);
             ``""`` outside modules. Tells apart the layers behind one line of your code.
@@ -142,6 +146,7 @@ class AuditRecord:
     float64_calls: int
     tf32_nonfinite: int = 0
     module: str = ""
+    scaled_entry_error: float | None = None
 
     @property
     def site(self) -> str:
@@ -209,6 +214,7 @@ class AuditReport:
                 fp32_norm_error=s.fp32_norm_error,
                 float64_calls=s.float64_calls,
                 tf32_nonfinite=s.tf32_nonfinite,
+                scaled_entry_error=s.scaled_entry_error,
             )
             for key, s in items
         ]

@@ -175,7 +175,12 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
 
 
 def _errors(
-    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None, fp32_out: torch.Tensor
+    tf32: torch.Tensor,
+    ref: torch.Tensor,
+    fp32: torch.Tensor | None,
+    fp32_out: torch.Tensor,
+    scale: torch.Tensor | None = None,
+    scaled: list | None = None,
 ) -> tuple[float, float, float | None, bool]:
     # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
     # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
@@ -199,27 +204,22 @@ def _errors(
     if ref.numel():
         magnitude = ref.abs()
         floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
-        entry_error = float(diff.abs_().div_(magnitude.clamp_min_(floor)).max())
+        diff.abs_()
+        if scale is not None:  # (see _row_column_scale)
+            scaled[0] = float(torch.div(diff, scale).max())
+        entry_error = float(diff.div_(magnitude.clamp_min_(floor)).max())
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
     return norm_error, entry_error, fp32_error, False
 
 
-def _scaled_entry_error(
-    tf32: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor
-) -> float:
-    # max_ij |C_tf32 - C_ref|_ij / (‖A_i,:‖₂ ‖B_:,j‖₂): each entry's error against the
-    # largest value its row and column could produce (Cauchy-Schwarz), so entries that are
-    # near zero by cancellation in a benign layer do not read as large relative errors.
+def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # ‖A_i,:‖₂ ‖B_:,j‖₂, the largest value entry (i, j) of AB could take (Cauchy-Schwarz):
+    # an entry's error against it does not alarm on entries near zero by cancellation.
     rows = torch.linalg.vector_norm(a, dim=-1).unsqueeze(-1)
     cols = torch.linalg.vector_norm(b, dim=-2).unsqueeze(-2)
-    scale = (rows * cols).clamp_min_(torch.finfo(torch.float32).tiny)
-    if not ref.numel():
-        return 0.0
-    finite = torch.isfinite(ref)
-    diff = torch.where(finite, torch.sub(tf32, ref), 0.0).abs_()
-    return float(diff.div_(scale).max())
+    return (rows * cols).clamp_min_(torch.finfo(torch.float32).tiny)
 
 
 def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
@@ -413,17 +413,21 @@ class AuditMode(TorchDispatchMode):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
+                scale = None
+                if packet in _GEMMS:
+                    scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scaled: list = [None]
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
-                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j
+                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
                 )
                 key = (frames[0], name + suffix, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
-                if packet in _GEMMS and not nonfinite:
-                    scaled = _scaled_entry_error(tf32_j, ref, *(args[i] for i in _GEMMS[packet]))
+                if scaled[0] is not None:
                     with self.settings.lock:
                         site = self.settings.sites[key]
                         old = site.scaled_entry_error
-                        site.scaled_entry_error = scaled if old is None else _worse(old, scaled)
+                        new = scaled[0]
+                        site.scaled_entry_error = new if old is None else _worse(old, new)
 
     def _add(
         self,

@@ -269,10 +269,12 @@ class AuditMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
+        if operands is None and packet not in _NOT_SEEN and not composite(func):
+            return func(*args, **kwargs)  # (the common case, kept cheap)
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         if operands is None and packet in _NOT_SEEN:
             if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
                 with self:
@@ -491,10 +493,12 @@ class AttributionMode(AuditMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
+        if operands is None and packet not in _NOT_SEEN and not composite(func):
+            return func(*args, **kwargs)  # (the common case, kept cheap)
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         if operands is None and composite(func):
             with self:
                 return run_composite(func, args, kwargs)

@@ -203,13 +203,20 @@ class TF32EmulationMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if passes_through(args, kwargs):
-            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = GEMMS.get(packet)
         is_conv = operands is None and packet in CONVS
         if is_conv:
             operands = CONVS[packet]
+        if (
+            operands is None
+            and packet not in _tf32_opaque.DECOMPOSABLE
+            and packet not in _tf32_opaque.OPAQUE
+            and not composite(func)
+        ):
+            return func(*args, **kwargs)  # (the common case, kept cheap)
+        if passes_through(args, kwargs):
+            return func(*args, **kwargs)
         if operands is None:
             if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
                 with self:  # its visible pieces (one GEMM or einsum) come back here

@@ -539,3 +539,113 @@ def test_docstring_examples():
 
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- issue 21 item 1: an audit opened inside the emulator ---------------------------------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18, 2**25])
+def test_audit_inside_emulator_reports_tf32_and_float32_errors(float64_limit):
+    # The emulator rounds the user's product; the audit's float32 result must come from a
+    # clean run, not from the (emulated) user's one, or the TF32 error reads 0.
+    a, b = randn(256, 256, seed=1), randn(256, 256, seed=2)
+    with tf32_audit(float64_limit=float64_limit) as outside:
+        a @ b
+    with (
+        matmul_precision("high"),
+        emulate_tf32(),
+        tf32_audit(float64_limit=float64_limit) as inside,
+    ):
+        a @ b
+    want, got = only(outside), only(inside)
+    assert 1e-4 < want.norm_error < 1e-3
+    assert got.norm_error == pytest.approx(want.norm_error, rel=1e-6)
+    assert got.entry_error == pytest.approx(want.entry_error, rel=1e-6)
+    if float64_limit >= 256**3:
+        assert got.fp32_norm_error == pytest.approx(want.fp32_norm_error, rel=1e-6)
+        assert got.fp32_norm_error < 1e-5
+    else:
+        assert got.fp32_norm_error is None
+
+
+# --- issue 21 item 8 / issue 19 item 4: TF32 overflow is flagged, never error 0 ----------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18])
+def test_tf32_overflow_to_inf_is_flagged(float64_limit):
+    fmax = torch.finfo(torch.float32).max  # rounds up to 2**128 = inf in TF32
+    a = torch.tensor([[fmax, 1.0], [1.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    with tf32_audit(float64_limit=float64_limit) as report:
+        c = a @ b
+    assert torch.isfinite(c).all()  # the user's float32 result is finite
+    r = only(report)
+    assert r.tf32_nonfinite == 1
+    assert r.norm_error == math.inf and r.entry_error == math.inf
+    row = report.rows()[0]
+    assert row["TF32 inf/NaN calls"] == "1" and row["TF32 err. (norm)"] == "inf"
+
+
+def test_no_overflow_column_without_overflow():
+    with tf32_audit() as report:
+        randn(4, 4) @ randn(4, 4, seed=1)
+    assert only(report).tf32_nonfinite == 0
+    assert "TF32 inf/NaN calls" not in report.rows()[0]
+
+
+# --- issue 21 item 12: auditing a training loop does not grow memory ---------------------
+
+
+def test_forward_frames_stay_bounded_over_a_long_training_loop(monkeypatch):
+    # The bound is lowered so that a loop 20x longer than it runs in a few seconds (with the
+    # real bound, 4096, 20,000 steps take ~45 s here and also stay at the bound).
+    from eigprec import _audit_mode
+
+    monkeypatch.setattr(_audit_mode, "FORWARD_FRAMES_LIMIT", 100)
+    w = randn(4, 3, requires_grad=True)
+    x = randn(2, 4, seed=1)
+    with tf32_audit() as report:
+        for _ in range(2_000):
+            (x @ w).sum().backward()
+    assert len(report._settings.forward_frames) == 100
+    assert len(report) == 2 and {r.calls for r in report.records} == {2_000}
+    # attribution still works: the backward product is at the forward line
+    assert len({r.site for r in report.records}) == 1
+
+
+# --- issue 19 item 4: layers inside one nn.Module call are told apart --------------------
+
+
+def test_layers_inside_one_module_call_get_their_module_paths():
+    torch.manual_seed(0)  # torch.nn initialises from the global generator
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    x = randn(2, 5, 8)
+    with tf32_audit() as report:
+        encoder(x).sum().backward()  # one line of user code
+    assert len({r.site for r in report.records}) == 1
+    modules = {r.module for r in report.records}
+    assert {"layers.0.linear1", "layers.1.linear2", "layers.0.self_attn"} <= modules
+    assert any(
+        r.module == "layers.1.linear1" and r.phase.startswith("backward") for r in report.records
+    )
+    assert "[layers.0.linear1]" in str(report)
+
+
+def test_products_outside_modules_have_no_module_path():
+    with tf32_audit() as report:
+        randn(3, 3) @ randn(3, 3, seed=1)
+    assert only(report).module == ""
+
+
+def test_scaled_entry_error_does_not_alarm_on_entries_near_zero():
+    # One output entry is near zero by cancellation: its relative (entry) error is huge,
+    # its error against its row and column scale is TF32-sized.
+    a = randn(8, 64)
+    b = randn(64, 8, seed=1)
+    b[:, 0] -= a[0] * (a[0] @ b[:, 0]) / (a[0] @ a[0])  # (a @ b)[0, 0] ≈ 0
+    with tf32_audit(float64_limit=2**20) as report:
+        a @ b
+    r = only(report)
+    assert r.entry_error > 1e-2
+    assert 1e-5 < r.scaled_entry_error < 2.0**-10

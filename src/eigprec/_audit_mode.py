@@ -24,9 +24,17 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
+from eigprec import _tf32_opaque
+from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
-from eigprec._tf32_dispatch import _ieee_cpu
+from eigprec._tf32_dispatch import (
+    _ieee_cpu,
+    composite,
+    in_no_tf32_formula,
+    passes_through,
+    run_composite,
+)
 from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
@@ -39,12 +47,27 @@ _FUNCTIONAL: dict[Any, Any] = {
 _FUNCTIONAL.update({packet: packet for packet in _CONVS})
 _OPERANDS: dict[Any, tuple[int, ...]] = {**_GEMMS, **_CONVS}
 
+_NOT_SEEN: dict[Any, str] = {
+    **_tf32_opaque.OPAQUE,
+    _aten._euclidean_dist: "",
+    _aten._trilinear: (
+        "nn.Bilinear/F.bilinear: ATen's kernel contracts with bmm, TF32 on a GPU under the "
+        "matmul switch; emulate_tf32 rebuilds it from an einsum, the audit cannot without "
+        "changing your result"
+    ),
+}
+
 # Entries of the reference smaller than this fraction of its largest magnitude are measured
 # against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
 # result's scale, so their own relative error means nothing.
 ENTRY_FLOOR = 2.0**-24
 
 _THIS_FILE = __file__
+
+# How many forward calls the audit remembers for attributing their backward products: a
+# training loop must not grow it by one entry per product for the whole block. A backward
+# that runs after more newer forward products than this is attributed to its own frames.
+FORWARD_FRAMES_LIMIT = 4096
 
 # Private torch hooks that tie a backward product to its forward call; without them
 # (another torch version) backward products are attributed to the frames at backward time.
@@ -66,6 +89,8 @@ class _Site:
     entry_error: float = 0.0
     fp32_norm_error: float | None = None
     float64_calls: int = 0
+    tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
+    scaled_entry_error: float | None = None  # worst |error_ij| / (‖row i of A‖ ‖column j of B‖)
 
 
 @dataclass
@@ -76,8 +101,12 @@ class _Settings:
     skip: tuple[str, ...]
     depth: int
     sites: dict[tuple, _Site] = field(default_factory=dict)
-    # autograd sequence number of a forward node -> the frames of the forward call
+    # autograd sequence number of a forward node -> (frames, module path) of the forward call
     forward_frames: dict[int, tuple] = field(default_factory=dict)
+    # paths of the nn.Modules running now in the audited thread, innermost last
+    modules: list[str] = field(default_factory=list)
+    # operators that multiply out of the audit's sight -> (calls, what a TF32 GPU does)
+    not_covered: dict[str, list] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -146,13 +175,23 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
 
 
 def _errors(
-    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None
-) -> tuple[float, float, float | None]:
+    tf32: torch.Tensor,
+    ref: torch.Tensor,
+    fp32: torch.Tensor | None,
+    fp32_out: torch.Tensor,
+    scale: torch.Tensor | None = None,
+    scaled: list | None = None,
+) -> tuple[float, float, float | None, bool]:
     # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
-    # error when `ref` is float64. Few passes over the data: this runs for every product.
+    # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
+    # did not. Few passes over the data: this runs for every product.
     diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
     size, dist = _norm(ref), _norm(diff)
     if not (math.isfinite(size) and math.isfinite(dist)):
+        # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
+        # is an infinite error, not one to leave out.
+        if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
+            return math.inf, math.inf, _fp32_error(fp32, ref), True
         # Leave out the non-finite entries (of either result) and measure the rest.
         finite = torch.isfinite(ref) & torch.isfinite(tf32)
         ref = torch.where(finite, ref, 0.0)
@@ -165,11 +204,30 @@ def _errors(
     if ref.numel():
         magnitude = ref.abs()
         floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
-        entry_error = float(diff.abs_().div_(magnitude.clamp_min_(floor)).max())
+        diff.abs_()
+        if scale is not None:  # (see _row_column_scale)
+            scaled[0] = float(torch.div(diff, scale).max())
+        entry_error = float(diff.div_(magnitude.clamp_min_(floor)).max())
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
-    return norm_error, entry_error, fp32_error
+    return norm_error, entry_error, fp32_error, False
+
+
+def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # ‖A_i,:‖₂ ‖B_:,j‖₂, the largest value entry (i, j) of AB could take (Cauchy-Schwarz):
+    # an entry's error against it does not alarm on entries near zero by cancellation.
+    rows = torch.linalg.vector_norm(a, dim=-1).unsqueeze(-1)
+    cols = torch.linalg.vector_norm(b, dim=-2).unsqueeze(-2)
+    return (rows * cols).clamp_min_(torch.finfo(torch.float32).tiny)
+
+
+def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
+    if fp32 is None:
+        return None
+    finite = torch.isfinite(ref) & torch.isfinite(fp32)
+    ref = torch.where(finite, ref, 0.0)
+    return _ratio(_norm(torch.where(finite, fp32, 0.0) - ref), _norm(ref))
 
 
 def _norm(x: torch.Tensor) -> float:
@@ -213,24 +271,38 @@ class AuditMode(TorchDispatchMode):
         kwargs = kwargs or {}
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
-        if operands is None and _composite(func):
+        if operands is None and packet not in _NOT_SEEN and not composite(func):
+            return func(*args, **kwargs)  # (the common case, kept cheap)
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
+        if operands is None and packet in _NOT_SEEN:
+            if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
+                with self:
+                    return _tf32_opaque.euclidean_dist(*args, **kwargs)
+            with self.settings.lock:
+                entry = self.settings.not_covered.setdefault(
+                    packet.__name__, [0, _NOT_SEEN[packet]]
+                )
+                entry[0] += 1
+            return func(*args, **kwargs)
+        if operands is None and composite(func):
             # Under inference_mode autograd is skipped, so composite operators (matmul,
-            # linear, einsum, conv2d...) reach this mode whole: run their decomposition,
-            # which is what the dispatcher would run, with the audit on for its pieces.
+            # linear, einsum, conv2d...) reach this mode whole: run their C++ composite
+            # kernel, which is what the dispatcher would run, with the audit on for its
+            # pieces.
             with self:
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        if operands is None or not self._wanted(args, operands):
+                return run_composite(func, args, kwargs)
+        if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
+            # (torch runs some derivative formulas with TF32 off: no TF32 there to measure)
             return func(*args, **kwargs)
         kind = "conv" if packet in _CONVS else "matmul"
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
-        frames, phase = self._where(args, operands)
+        frames, phase, module = self._where(args, operands)
         side = self._side_results(packet, args, kwargs, operands, kind, enabled)
         out = func(*args, **kwargs)
-        self._record(packet, args, out, side, frames, phase, enabled, kind)
+        self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
         return out
 
     # -- what to audit, and where it came from ------------------------------------------
@@ -249,16 +321,18 @@ class AuditMode(TorchDispatchMode):
             and mats[0].device.type in ("cpu", "cuda")
         )
 
-    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str]:
+    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str, str]:
+        # (user frames, phase, module path) of the product running now.
         s = self.settings
         node = _current_node()
         if node is not None:
             # Backward: attribute to the forward call that created the node, when seen.
-            frames = s.forward_frames.get(node._sequence_nr())
-            if frames is None:
-                frames = user_frames(s.skip, s.depth)
-            return frames, f"backward ({node.name()})"
+            seen = s.forward_frames.get(node._sequence_nr())
+            if seen is None:
+                seen = user_frames(s.skip, s.depth), ""
+            return seen[0], f"backward ({node.name()})", seen[1]
         frames = user_frames(s.skip, s.depth)
+        module = s.modules[-1] if s.modules else ""
         if (
             _next_sequence_nr is not None
             and torch.is_grad_enabled()
@@ -266,8 +340,10 @@ class AuditMode(TorchDispatchMode):
         ):
             # Autograd numbered this op's node just before dispatching to us.
             with s.lock:
-                s.forward_frames[_next_sequence_nr() - 1] = frames
-        return frames, "forward"
+                s.forward_frames[_next_sequence_nr() - 1] = frames, module
+                if len(s.forward_frames) > FORWARD_FRAMES_LIMIT:  # oldest first out
+                    del s.forward_frames[next(iter(s.forward_frames))]
+        return frames, "forward", module
 
     # -- the side computations ----------------------------------------------------------
 
@@ -286,6 +362,10 @@ class AuditMode(TorchDispatchMode):
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         device = args[operands[0]].device
         side: dict[str, Any] = {}
+        # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
+        # both tests are always false): an outer mode (the emulator, say) or oneDNN's
+        # reduced precision changes the user's result, so float32 comes from a clean run.
+        clean_fp32 = bool(_get_current_dispatch_mode_stack()) or _cpu_reduced(device, kind)
         with _disable_current_modes():
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
@@ -299,9 +379,7 @@ class AuditMode(TorchDispatchMode):
                 )
                 with _ieee_cpu(args[operands[0]], "matmul" if kind == "matmul" else "conv"):
                     side["tf32"] = fn(*rounded, **kw)
-                    if _get_current_dispatch_mode_stack() or _cpu_reduced(device):
-                        # Other modes (an emulator, say) or oneDNN's reduced precision may
-                        # change the user's result: take float32 from a clean run.
+                    if clean_fp32:
                         side["fp32"] = fn(*args, **kw)
             first = side.get("tf32", side.get("fp32"))
             if packet is _aten.convolution_backward:
@@ -337,15 +415,35 @@ class AuditMode(TorchDispatchMode):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
-                norm_e, entry_e, fp32_e = _errors(tf32_j, ref, fp32_j if fp64 is not None else None)
-                self._add((frames, name + suffix, shapes, phase), enabled, norm_e, entry_e, fp32_e)
+                scale = None
+                if packet in _GEMMS:
+                    scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scaled: list = [None]
+                norm_e, entry_e, fp32_e, nonfinite = _errors(
+                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
+                )
+                key = (frames[0], name + suffix, shapes, phase, frames[1])
+                self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
+                if scaled[0] is not None:
+                    with self.settings.lock:
+                        site = self.settings.sites[key]
+                        old = site.scaled_entry_error
+                        new = scaled[0]
+                        site.scaled_entry_error = new if old is None else _worse(old, new)
 
     def _add(
-        self, key: tuple, enabled: bool, norm_e: float, entry_e: float, fp32_e: float | None
+        self,
+        key: tuple,
+        enabled: bool,
+        norm_e: float,
+        entry_e: float,
+        fp32_e: float | None,
+        nonfinite: bool,
     ) -> None:
         with self.settings.lock:
             site = self.settings.sites.setdefault(key, _Site())
             site.calls += 1
+            site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
             site.norm_error = _worse(site.norm_error, norm_e)
             site.entry_error = _worse(site.entry_error, entry_e)
@@ -356,28 +454,100 @@ class AuditMode(TorchDispatchMode):
                 )
 
 
-_COMPOSITE: dict[Any, bool] = {}
-
-
-def _composite(func: Any) -> bool:
-    if func not in _COMPOSITE:
-        _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), "CompositeImplicitAutograd"
-        )
-    return _COMPOSITE[func]
-
-
 def _worse(a: float, b: float) -> float:
     return b if b != b or b > a else a  # NaN counts as worst
 
 
-def _cpu_reduced(device: torch.device) -> bool:
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    return device.type == "cpu" and getattr(mkldnn, "fp32_precision", "none") not in (
-        "none",
-        "ieee",
-    )
+def _cpu_reduced(device: torch.device, kind: str) -> bool:
+    # oneDNN's effective float32 precision for this kind of product ("none" inherits).
+    if device.type != "cpu" or not hasattr(
+        getattr(torch.backends.mkldnn, kind, None), "fp32_precision"
+    ):
+        return False
+    paths = (("mkldnn", kind, "fp32_precision"), ("mkldnn", "fp32_precision"), ("fp32_precision",))
+    return _precision._effective(*paths) != "ieee"
 
 
 def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:
     return out[j] if packet is _aten.convolution_backward else out
+
+
+class AttributionMode(AuditMode):
+    """Runs a block with TF32 rounding at chosen product sites only; counts every site.
+
+    A site is keyed as in the audit: (user frames, operator, operand shapes, phase), so
+    that the keys of one run match those of the next run of the same block.
+    """
+
+    def __init__(self, settings: _Settings, selected: frozenset | None, emulator: Any) -> None:
+        super().__init__(settings)
+        self.selected = selected  # None: every site
+        self.emulator = emulator  # a TF32EmulationMode that rounds whatever reaches it
+        self.seen: dict[tuple, int] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        operands = _OPERANDS.get(packet)
+        if operands is None and packet not in _NOT_SEEN and not composite(func):
+            return func(*args, **kwargs)  # (the common case, kept cheap)
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
+        if operands is None and composite(func):
+            with self:
+                return run_composite(func, args, kwargs)
+        if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
+            return func(*args, **kwargs)
+        frames, phase, module = self._where(args, operands)
+        shapes = tuple(tuple(args[i].shape) for i in operands)
+        key = (frames, packet.__name__, shapes, phase, module)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.selected is None or key in self.selected:
+            with self.emulator:
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def module_paths(settings: _Settings) -> Iterator[None]:
+    """Keep ``settings.modules`` = the paths of the nn.Modules running in this thread.
+
+    Global forward hooks (``torch.nn.modules.module.register_module_forward_pre_hook``)
+    push a module's path relative to the outermost module called (``encoder.layers.0
+    .linear1``; the outermost one is named by its class) and pop it when it returns.
+    """
+    owner = threading.get_ident()
+    names: dict[int, str] = {}
+
+    def pre(module: torch.nn.Module, _args: Any) -> None:
+        if threading.get_ident() != owner:
+            return
+        if not settings.modules:
+            names.clear()
+            names.update((id(m), n) for n, m in module.named_modules() if n)
+            settings.modules.append(type(module).__name__)
+            return
+        settings.modules.append(names.get(id(module), type(module).__name__))
+
+    def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if threading.get_ident() == owner and settings.modules:
+            settings.modules.pop()
+
+    from torch.nn.modules import module as _module
+
+    handles = (
+        _module.register_module_forward_pre_hook(pre),
+        _module.register_module_forward_hook(post, always_call=True),
+    )
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        settings.modules.clear()

@@ -163,7 +163,7 @@ def test_default_cluster_tol_scales_with_eps_sqrt_n_and_norm():
     w = torch.tensor([[-4.0, 1.0, 2.0]], dtype=torch.float32)
     tol = default_cluster_tol(w, 3)
     assert tol.shape == (1,)
-    assert float(tol) == pytest.approx(8 * torch.finfo(torch.float32).eps * math.sqrt(3) * 4.0)
+    assert float(tol) == pytest.approx(3 * torch.finfo(torch.float32).eps * math.sqrt(16) * 4.0)
 
 
 def test_default_cluster_tol_bad_arguments_raise_clear_errors():
@@ -182,6 +182,13 @@ def test_default_cluster_tol_bad_arguments_raise_clear_errors():
     import numpy as np
 
     assert float(default_cluster_tol(w, np.int64(2))) > 0
+
+
+def test_default_cluster_tol_of_empty_matrices_keeps_the_batch_shape():
+    # issue 21 item 14: shape (5, 0) returned shape () instead of one tolerance per entry
+    tol = default_cluster_tol(torch.empty(5, 0), 0)
+    assert tol.shape == (5,)
+    assert default_cluster_tol(torch.empty(2, 3, 0, dtype=torch.float64), 0).shape == (2, 3)
 
 
 def test_second_derivatives_are_refused():

@@ -42,7 +42,6 @@ What works where (checked in ``tests/test_eig*.py``):
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Literal
 
@@ -50,8 +49,9 @@ import torch
 from torch import Tensor
 
 from eigprec import _cupy_bridge, _eig_invit, _eig_lapack
+from eigprec._eig_tol import default_cluster_tol, measure_tie_splits
 
-__all__ = ["default_cluster_tol", "kth_eigvalsh"]
+__all__ = ["default_cluster_tol", "kth_eigvalsh", "measure_tie_splits"]
 
 Backend = Literal["auto", "torch", "cupy"]
 Method = Literal["auto", "eigh", "subset", "inverse_iteration"]
@@ -60,13 +60,6 @@ Subgradient = Literal["eigenvector", "mean"]
 _BACKENDS = ("auto", "torch", "cupy")
 _METHODS = ("auto", "eigh", "subset", "inverse_iteration")
 _SUBGRADIENTS = ("eigenvector", "mean")
-# Measured (float32, torch.linalg.eigvalsh against the same matrices in float64, 200 random
-# symmetric matrices per n): the largest eigenvalue error was 2.05–2.34 · eps · √n · max|λ| for
-# n = 10, 30, 100, 300 — it grows like √n, not n — and the copies of an exactly repeated
-# eigenvalue split by less. A factor of 8 covers that error with a margin of 3.5 and stays
-# below the gaps float32 still resolves: 9.5e-6 · max|λ| at n = 100 (the former n-scaling gave
-# 9.5e-5 there). tests/test_eig_tolerance.py re-checks both sides.
-_CLUSTER_TOL_FACTOR = 8.0
 # From benchmarks/bench_eig.py's size sweep (one CPU thread): LAPACK's subset driver, called
 # per matrix from Python, beats torch.linalg.eigvalsh for the value from n ≈ 32 and
 # torch.linalg.eigh for value + eigenvector from n ≈ 16; below, the loop's overhead dominates.
@@ -79,49 +72,6 @@ _SUBSET_MIN_N_GRAD = 16
 # that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
 # first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
 _TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
-    """Default cluster tolerance for ``subgradient="mean"``, per batch entry.
-
-    ``8 · eps(dtype) · √n · max_i |λ_i|``: about 3.5 times the largest eigenvalue error of the
-    eigensolver measured for n = 10 … 300 (which grows like √n), so the rounding-split copies of
-    an exactly repeated eigenvalue form one cluster, while gaps float32 resolves (at n = 100,
-    anything above ≈ 1e-5 · max|λ|) are not merged.
-
-    Args:
-        eigenvalues: ``(..., n)`` float eigenvalues of each matrix (any order).
-        n: the matrix size (``eigenvalues.shape[-1]``).
-
-    Returns:
-        ``(...)`` tensor of absolute tolerances.
-
-    Raises:
-        TypeError: ``eigenvalues`` not a floating-point tensor; ``n`` not an int.
-        ValueError: ``eigenvalues`` a scalar; ``n`` differing from ``eigenvalues.shape[-1]``.
-
-    Example:
-        >>> import torch
-        >>> w = torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64)
-        >>> bool(default_cluster_tol(w, 3) < 1e-13)
-        True
-    """
-    if not isinstance(eigenvalues, Tensor) or not eigenvalues.is_floating_point():
-        what = eigenvalues.dtype if isinstance(eigenvalues, Tensor) else type(eigenvalues).__name__
-        raise TypeError(f"default_cluster_tol: eigenvalues must be a float tensor, got {what}")
-    if isinstance(n, bool) or not hasattr(n, "__index__"):
-        raise TypeError(f"default_cluster_tol: n must be an int, got {type(n).__name__}")
-    n = operator.index(n)
-    if eigenvalues.dim() < 1:
-        raise ValueError("default_cluster_tol: eigenvalues must have at least 1 dimension")
-    if n != eigenvalues.shape[-1]:
-        raise ValueError(
-            f"default_cluster_tol: n={n} differs from the number of eigenvalues "
-            f"{eigenvalues.shape[-1]} (last dimension)"
-        )
-    eps = torch.finfo(eigenvalues.dtype).eps
-    scale = eigenvalues.abs().amax(dim=-1) if n > 0 else eigenvalues.new_zeros(())
-    return _CLUSTER_TOL_FACTOR * eps * math.sqrt(n) * scale
 
 
 # --------------------------------------------------------------------------- helpers
@@ -229,7 +179,13 @@ def _factor_impl(
             # how large each cluster is: weights are 1/r inside the cluster and 0 outside, so
             # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
             # [show:mean]
-            inside = (w - lam[..., None]).abs() <= tol
+            # The cluster is the chain of consecutive eigenvalues (ascending) less than tol
+            # apart that holds λ_k: rounding spreads the r copies of a tie over up to ≈ 5× the
+            # gap between neighbouring copies, so a ball of radius tol around λ_k would split
+            # a large tie (eigprec._eig_tol).
+            breaks = (w[..., 1:] - w[..., :-1]) > tol
+            run = torch.nn.functional.pad(breaks.cumsum(-1), (1, 0))
+            inside = run == run[..., k : k + 1]
             weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
             F = V * weights.sqrt()[..., None, :]
             # [/show:mean]
@@ -523,15 +479,22 @@ def kth_eigvalsh(
             for ``"cupy"`` to avoid torch's host synchronisation.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
             ``"eigenvector"`` — q qᵀ for the solver's k-th eigenvector (the gradient wherever λ_k
-            is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors whose eigenvalues lie within
-            ``cluster_tol`` of λ_k: the minimum-norm element, independent of the basis the solver
-            picked inside a repeated eigenvalue.
-        cluster_tol: absolute cluster radius for ``"mean"``; default
-            :func:`default_cluster_tol` (8 · eps · √n · max|λ| per matrix, a few times the
-            solver's eigenvalue error). A larger user tolerance ε merges eigenvalues that are
-            distinct: the result is then a Goldstein ε-subgradient (an average of gradients at
-            nearby points, as in gradient sampling, Burke–Lewis–Overton 2005), not a Clarke
-            subgradient at A.
+            is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors of λ_k's cluster: the
+            run of consecutive (ascending) eigenvalues, each within ``cluster_tol`` of the
+            next, that holds λ_k. At an exact tie this is the minimum-norm element of ∂λ_k,
+            independent of the basis the solver picked inside the repeated eigenvalue.
+        cluster_tol: largest gap between consecutive eigenvalues of one cluster for
+            ``"mean"`` (absolute, in the units of A); default :func:`default_cluster_tol`
+            (3 · eps · √max(n, 16) · max|λ| per matrix: 1.5 times the largest gap rounding
+            was measured to open between copies of an exact tie, below the gaps the solver
+            resolves). What a tolerance ε of your own returns: if the cluster's computed
+            eigenvalues span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient —
+            an average of gradients of λ_k at matrices within spectral distance δ of A (those
+            with the cluster's eigenvalues pulled apart), as in gradient sampling
+            (Burke–Lewis–Overton 2005) — and not, in general, a Clarke subgradient at A,
+            where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
+            default may split an exact tie: the result is then q qᵀ for some q of the tie, a
+            Clarke subgradient but not the minimum-norm one.
         steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3).
 
     Returns:

@@ -12,7 +12,10 @@
   subdifferential ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1} — either the solver's q qᵀ or the
   minimum-norm element U Uᵀ / r;
 * maps a batch entry holding NaN/Inf to NaN (value and gradient) without touching the others,
-  and without asking the host whether any entry is bad. (With ``backend="torch"`` on CUDA,
+  and without asking the host whether any entry is bad. A bad entry masked out of the loss
+  (``torch.where`` or indexing; its incoming gradient is then 0) contributes a zero gradient,
+  so parameters shared across the batch (``W + D_i``) keep finite gradients; a loss that
+  keeps the NaN value makes them NaN, as any NaN in a sum does. (With ``backend="torch"`` on CUDA,
   ``torch.linalg`` itself still synchronises to check its solver's status; the CuPy backend
   does not: it reads the solver's per-matrix status on the device.)
 
@@ -227,6 +230,9 @@ def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
             "derivative of the eigenvector, which this backward does not model "
             "(called with create_graph=True)."
         )
+    # A bad entry's F is NaN; where its incoming gradient is 0 (masked out of the loss), its
+    # contribution must be 0, not 0 · NaN, or a parameter shared across the batch turns NaN.
+    F = torch.where((grad_lam == 0)[..., None, None], F.new_zeros(()), F)
     # [show:backward]
     if F.shape[-1] == 1:
         # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and one

@@ -191,22 +191,6 @@ def test_default_cluster_tol_of_empty_matrices_keeps_the_batch_shape():
     assert default_cluster_tol(torch.empty(2, 3, 0, dtype=torch.float64), 0).shape == (2, 3)
 
 
-def test_second_derivatives_are_refused():
-    A = random_symmetric((), 4).requires_grad_(True)
-    lam = kth_eigvalsh(A, 1)
-    # d(λ²)/dA = 2λ·q qᵀ: differentiating it again needs dq/dA, which is not modelled.
-    with pytest.raises(NotImplementedError, match="first derivatives only"):
-        torch.autograd.grad(lam**2, A, create_graph=True)
-    # A constant incoming gradient is refused too: the gradient of λ + ‖A‖² would carry
-    # a graph through the second term and silently drop λ's curvature.
-    loss = kth_eigvalsh(A, 1) + (A**2).sum()
-    with pytest.raises(NotImplementedError, match="first derivatives only"):
-        torch.autograd.grad(loss, A, create_graph=True)
-    # First derivatives are unaffected.
-    (g,) = torch.autograd.grad(kth_eigvalsh(A, 1), A)
-    assert torch.isfinite(g).all()
-
-
 # ----------------------------------------------------------------------------- NaN / Inf
 
 
@@ -361,18 +345,6 @@ def test_gradcheck_fails_on_one_triangle_and_passes_through_symmetrisation():
     for f in (lambda Y: kth_eigvalsh(Y, 1), lambda Y: torch.linalg.eigvalsh(Y)[1]):
         assert not torch.autograd.gradcheck(f, (X,), eps=1e-6, atol=1e-6, raise_exception=False)
         assert torch.autograd.gradcheck(lambda Y, f=f: f(Y + Y.mT), (X,), eps=1e-6, atol=1e-6)
-
-
-def test_func_grad_and_forward_mode_are_refused():
-    A = random_symmetric((), 4)
-    with pytest.raises(NotImplementedError, match=r"torch\.func\.grad"):
-        torch.func.grad(lambda X: kth_eigvalsh(X, 1))(A)
-    with pytest.raises(NotImplementedError, match="forward-mode"):
-        torch.func.jvp(lambda X: kth_eigvalsh(X, 1), (A,), (A,))
-    import torch.autograd.forward_ad as fwAD
-
-    with fwAD.dual_level(), pytest.raises(NotImplementedError, match="forward-mode"):
-        kth_eigvalsh(fwAD.make_dual(A, A), 1)
 
 
 # ----------------------------------------------------------------------------- properties

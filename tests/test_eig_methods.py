@@ -169,17 +169,6 @@ def test_zero_and_tiny_matrices_get_finite_unit_trace_gradients(method, dtype, s
     )
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_second_derivatives_and_forward_mode_refused_for_every_method(method):
-    A = random_symmetric((), 20).requires_grad_(True)
-    with pytest.raises(NotImplementedError, match="first derivatives only"):
-        torch.autograd.grad(kth_eigvalsh(A, 1, method=method) ** 2, A, create_graph=True)
-    with pytest.raises(NotImplementedError, match="forward-mode"):
-        torch.func.jvp(lambda X: kth_eigvalsh(X, 1, method=method), (A.detach(),), (A.detach(),))
-    with pytest.raises(NotImplementedError, match=r"torch\.func\.grad"):
-        torch.func.grad(lambda X: kth_eigvalsh(X, 1, method=method))(A.detach())
-
-
 # ----------------------------------------------------------------------------- choice, errors
 
 

@@ -31,16 +31,22 @@ What works where (checked in ``tests/test_eig*.py``):
 
 * eager autograd, ``torch.autograd.gradcheck`` through ``X + X.mT`` (float64, simple
   eigenvalues);
-* ``torch.compile(..., fullgraph=True)``: the work is two ``torch.library.custom_op`` s with
-  fake (meta) kernels, so the graph never breaks, forward and backward;
-* ``torch.func.vmap``, of the value and of an input that requires grad followed by
-  ``.backward()`` (a batching rule is registered: the op is batched already, so vmap only moves
-  the mapped dimension to the front);
-* not supported, and refused with ``NotImplementedError`` rather than answered wrongly:
-  ``torch.func.grad``/``jacrev``/``hessian`` (``custom_op``'s ``register_autograd`` is not
-  functorch-aware in torch 2.13), forward-mode AD (``torch.func.jvp``/``jacfwd``,
-  ``torch.autograd.forward_ad``: the tangent would be dropped), and second derivatives
-  through ``create_graph=True`` (the backward treats the eigenvector as a constant).
+* torch's transforms, as for ``torch.linalg.eigvalsh``: ``torch.func.grad``/``jacrev``/
+  ``hessian``, ``vmap`` (of the value, of ``grad`` — per-sample gradients — and of an input
+  that requires grad followed by ``.backward()``), forward mode (``torch.func.jvp``/``jacfwd``,
+  ``torch.autograd.forward_ad``: the tangent is ⟨G, Ȧ⟩ for the element G the backward
+  returns, ⟨q qᵀ, Ȧ⟩ at a simple eigenvalue) and second derivatives (``create_graph=True``:
+  the derivative of G, by the Daleckii–Krein formula — the Hessian term
+  Σ_{j≠k} 2 (q_jᵀ E q_k)² / (λ_k − λ_j) at a simple eigenvalue). A second derivative
+  recomputes the full decomposition with ``torch.linalg.eigh`` (whatever ``method``/
+  ``backend`` computed the first). At a tie, the documented choice: ``"mean"`` returns the
+  second derivative of the cluster's average eigenvalue, which is smooth there;
+  ``"eigenvector"`` returns that of q qᵀ, which is huge or infinite, as
+  ``torch.linalg.eigh``'s is;
+* ``torch.compile(..., fullgraph=True)``, also with ``dynamic=True`` and ``k`` an argument:
+  the work is two ``torch.library.custom_op`` s with fake (meta) kernels, so the graph never
+  breaks, forward and backward; a compiled graph runs the op's first-order backward
+  (second derivatives and ``torch.func`` transforms are for eager code).
 """
 
 from __future__ import annotations
@@ -48,10 +54,19 @@ from __future__ import annotations
 import operator
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from eigprec import _cupy_bridge, _eig_invit, _eig_lapack
+from eigprec import _cupy_bridge, _eig_lapack
+from eigprec._eig_ops import (  # noqa: F401  (_factor_impl, _gradient: shown by the Clarke chapter)
+    KthEigvalsh,
+    _factor_backward,
+    _factor_impl,
+    _gradient,
+    factor_op,
+    value_op,
+)
 from eigprec._eig_tol import default_cluster_tol, measure_tie_splits
 
 __all__ = ["default_cluster_tol", "kth_eigvalsh", "measure_tie_splits"]
@@ -75,202 +90,6 @@ _SUBSET_MIN_N_GRAD = 16
 # that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
 # first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
 _TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _bad_entries(A: Tensor, lower: bool) -> Tensor:
-    """Boolean ``(...)`` mask of batch entries whose *read* triangle holds NaN or Inf."""
-    n = A.shape[-1]
-    tri = torch.ones(n, n, dtype=torch.bool, device=A.device)
-    tri = tri.tril() if lower else tri.triu()
-    return (~torch.isfinite(A) & tri).any(dim=(-2, -1))
-
-
-def _sanitise(A: Tensor, lower: bool) -> tuple[Tensor, Tensor | None]:
-    """Replace bad batch entries by zero matrices; return the mask (None: nothing to mask).
-
-    LAPACK and cuSOLVER may raise, loop or return plausible numbers on NaN input, so bad
-    entries never reach them. On the CPU a single sum screens the whole batch first (NaN and
-    Inf propagate through a sum; an overflow only sends us down the exact path), so clean
-    input pays one cheap reduction. On CUDA the mask is always applied on the device, since
-    asking whether any entry is bad would synchronise with the host.
-    """
-    if A.numel() == 0:
-        return A, None
-    if A.device.type == "cpu" and bool(torch.isfinite(A.sum())):
-        return A, None
-    bad = _bad_entries(A, lower)
-    return torch.where(
-        bad[..., None, None], torch.zeros((), dtype=A.dtype, device=A.device), A
-    ), bad
-
-
-def _nan_where(bad: Tensor | None, x: Tensor, extra_dims: int) -> Tensor:
-    if bad is None:
-        return x
-    mask = bad.reshape(bad.shape + (1,) * extra_dims)
-    return torch.where(mask, torch.full((), float("nan"), dtype=x.dtype, device=x.device), x)
-
-
-def _eigvalsh(A: Tensor, lower: bool, backend: str) -> Tensor:
-    if backend == "cupy":
-        return _cupy_bridge.eigvalsh(A, lower)
-    return torch.linalg.eigvalsh(A, UPLO="L" if lower else "U")
-
-
-def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
-    if backend == "cupy":
-        return _cupy_bridge.eigh(A, lower)
-    w, V = torch.linalg.eigh(A, UPLO="L" if lower else "U")
-    return w, V
-
-
-# --------------------------------------------------------------------------- custom ops
-
-
-def _value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
-    """λ_k only: the no-grad path never forms eigenvectors."""
-    A_clean, bad = _sanitise(A, lower)
-    if method == "subset":
-        lam = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=False)[0]
-    else:
-        lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
-    return _nan_where(bad, lam, 0)
-
-
-_value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())(_value_impl)
-
-
-@_value_op.register_fake
-def _(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
-    return A.new_empty(A.shape[:-2])
-
-
-def _factor_impl(
-    A: Tensor,
-    k: int,
-    lower: bool,
-    backend: str,
-    method: str,
-    subgradient: str,
-    cluster_tol: float,
-    steps: int,
-) -> tuple[Tensor, Tensor]:
-    """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
-    A_clean, bad = _sanitise(A, lower)
-    # [show:methods]
-    if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)
-        lam, q = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=True)
-        F = q[..., None]
-    elif method == "inverse_iteration":  # all eigenvalues, then one eigenvector
-        lam = _eigvalsh(A_clean, lower, backend)[..., k]
-        F = _eig_invit.eigenvector(A_clean, lam, lower, steps)[..., None]
-    # [/show:methods]
-    else:
-        w, V = _eigh(A_clean, lower, backend)
-        lam = w[..., k]
-        if subgradient == "eigenvector":
-            F = V[..., :, k : k + 1]
-        else:
-            # A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be
-            # a blocking host-to-device copy.
-            n = A.shape[-1]
-            tol = default_cluster_tol(w, n)[..., None] if cluster_tol < 0 else cluster_tol
-            # A mask over *all* eigenvectors keeps shapes static and avoids asking the host
-            # how large each cluster is: weights are 1/r inside the cluster and 0 outside, so
-            # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
-            # [show:mean]
-            # The cluster is the chain of consecutive eigenvalues (ascending) less than tol
-            # apart that holds λ_k: rounding spreads the r copies of a tie over up to ≈ 5× the
-            # gap between neighbouring copies, so a ball of radius tol around λ_k would split
-            # a large tie (eigprec._eig_tol).
-            breaks = (w[..., 1:] - w[..., :-1]) > tol
-            run = torch.nn.functional.pad(breaks.cumsum(-1), (1, 0))
-            inside = run == run[..., k : k + 1]
-            weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
-            F = V * weights.sqrt()[..., None, :]
-            # [/show:mean]
-    return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
-
-
-_factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())(_factor_impl)
-
-
-@_factor_op.register_fake
-def _(
-    A: Tensor,
-    k: int,
-    lower: bool,
-    backend: str,
-    method: str,
-    subgradient: str,
-    cluster_tol: float,
-    steps: int,
-) -> tuple[Tensor, Tensor]:
-    n = A.shape[-1]
-    m = 1 if subgradient == "eigenvector" else n
-    return A.new_empty(A.shape[:-2]), A.new_empty((*A.shape[:-2], n, m))
-
-
-def _factor_setup(ctx, inputs, output) -> None:
-    _, F = output
-    ctx.save_for_backward(F)
-    ctx.mark_non_differentiable(F)
-
-
-def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
-    (F,) = ctx.saved_tensors
-    # Grad mode is on in a backward pass only under create_graph=True, i.e. when someone
-    # will differentiate this gradient: refuse rather than return a graph without dq/dA.
-    if torch.is_grad_enabled():
-        raise NotImplementedError(
-            "kth_eigvalsh provides first derivatives only: a second derivative needs the "
-            "derivative of the eigenvector, which this backward does not model "
-            "(called with create_graph=True)."
-        )
-    # A bad entry's F is NaN; where its incoming gradient is 0 (masked out of the loss), its
-    # contribution must be 0, not 0 · NaN, or a parameter shared across the batch turns NaN.
-    F = torch.where((grad_lam == 0)[..., None, None], F.new_zeros(()), F)
-    # [show:backward]
-    if F.shape[-1] == 1:
-        # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and one
-        # pass over the (..., n, n) result (scaling q first saves a second, costly at n = 45).
-        grad_A = (F * grad_lam[..., None, None]) * F.mT
-    elif F.dtype == torch.float32:
-        # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
-        grad_A = (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
-    else:
-        grad_A = (F @ F.mT) * grad_lam[..., None, None]
-    # [/show:backward]
-    return grad_A, None, None, None, None, None, None, None
-
-
-_factor_op.register_autograd(_factor_backward, setup_context=_factor_setup)
-
-
-def _move_batch_front(A: Tensor, bdim: int | None) -> Tensor:
-    return A if bdim is None else A.movedim(bdim, 0)
-
-
-# The ops already accept any leading batch shape, so vmap only has to move its dimension to
-# the front and declare it there.
-@_value_op.register_vmap
-def _(info, in_dims, A: Tensor, k: int, lower: bool, backend: str, method: str):
-    bdim = in_dims[0]
-    out = _value_op(_move_batch_front(A, bdim), k, lower, backend, method)
-    return out, (None if bdim is None else 0)
-
-
-@_factor_op.register_vmap
-def _(info, in_dims, A, k, lower, backend, method, subgradient, cluster_tol, steps):
-    bdim = in_dims[0]
-    out = _factor_op(
-        _move_batch_front(A, bdim), k, lower, backend, method, subgradient, cluster_tol, steps
-    )
-    dim = None if bdim is None else 0
-    return out, (dim, dim)
 
 
 # --------------------------------------------------------------------------- public entry
@@ -300,9 +119,12 @@ def _validate(
         raise TypeError(
             f"kth_eigvalsh: A must be float32 or float64 (real symmetric), got {A.dtype}"
         )
-    if isinstance(k, bool) or not hasattr(k, "__index__"):
-        raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
-    k = operator.index(k)  # numpy integers too, as indexing accepts them
+    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
+    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
+    if not (isinstance(k, int | torch.SymInt) and not isinstance(k, bool)):
+        if isinstance(k, bool | np.bool_) or not hasattr(k, "__index__"):
+            raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
+        k = operator.index(k)  # numpy integers too, as indexing accepts them
     if not isinstance(lower, bool):  # None or 0 would otherwise silently read the upper triangle
         raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
@@ -342,34 +164,23 @@ def _validate(
     return k % n
 
 
-def _refuse_unsupported_transforms(A: Tensor) -> None:
-    """Raise where a transform would otherwise drop or garble the derivative silently.
+def _forward_mode(A: Tensor) -> bool:
+    """Whether a forward-mode transform (``torch.func.jvp``/``jacfwd``, ``forward_ad``) is on.
 
-    ``torch.library.custom_op``'s autograd registration is not functorch-aware (torch 2.13):
-    under ``torch.func.grad`` it fails with an opaque message, and under forward-mode AD the
-    tangent is silently dropped (``jvp`` would report a zero derivative). Say so plainly.
+    Such an input does not require grad, yet its tangent must reach the autograd.Function:
+    the value-only op would drop it (a zero derivative).
     """
     import torch.autograd.forward_ad as fwAD
 
-    try:  # private API: if a future torch moves it, keep the forward-AD check at least
+    if fwAD.unpack_dual(A).tangent is not None:
+        return True
+    try:  # private API: if a future torch moves it, the dual-tensor check above remains
         from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
         interpreters = retrieve_all_functorch_interpreters()
     except (ImportError, AttributeError):
-        interpreters = []
-    kinds = {str(i.key()).rsplit(".", 1)[-1] for i in interpreters}
-    forward_mode = "Jvp" in kinds or fwAD.unpack_dual(A).tangent is not None
-    if forward_mode or "Grad" in kinds:
-        what = (
-            "forward-mode AD (torch.func.jvp/jacfwd, forward_ad)"
-            if forward_mode
-            else ("torch.func.grad/jacrev/hessian")
-        )
-        raise NotImplementedError(
-            f"kth_eigvalsh does not support {what}: its custom op's autograd is reverse-mode "
-            "only and not functorch-aware. Use torch.autograd.grad / .backward() (batched "
-            "input instead of vmap-of-grad)."
-        )
+        return False
+    return any(str(i.key()).rsplit(".", 1)[-1] == "Jvp" for i in interpreters)
 
 
 def _requires_grad(A: Tensor) -> bool:
@@ -534,14 +345,18 @@ def kth_eigvalsh(
         tensor([0., 0., 1.])
     """
     k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps)
-    if not torch.compiler.is_compiling():
-        _refuse_unsupported_transforms(A)
+    compiling = torch.compiler.is_compiling()
     resolved = _resolve_backend(backend, A)
     grad = torch.is_grad_enabled() and _requires_grad(A)
+    if not compiling:
+        grad = grad or _forward_mode(A)
     how = _resolve_method(method, A, resolved, subgradient, grad)
     if grad:
         tol = -1.0 if cluster_tol is None else float(cluster_tol)
         n_steps = 3 if steps is None else operator.index(steps)
-        lam, _ = _factor_op(A, k, lower, resolved, how, subgradient, tol, n_steps)
+        args = (A, k, lower, resolved, how, subgradient, tol, n_steps)
+        # A compiled graph runs the op's own (first-order) autograd; eager code runs the
+        # autograd.Function that torch.func and second derivatives understand.
+        lam, _ = factor_op(*args) if compiling else KthEigvalsh.apply(*args)
         return lam
-    return _value_op(A, k, lower, resolved, how)
+    return value_op(A, k, lower, resolved, how)

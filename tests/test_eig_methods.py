@@ -303,3 +303,37 @@ def test_property_gradient_is_scale_invariant(seed, exponent, method, dtype, k):
     assert torch.isfinite(Gs).all()
     atol = 1e-4 if dtype == torch.float32 else 1e-8
     torch.testing.assert_close(Gs[keep], G[keep], atol=atol, rtol=0)
+
+
+def test_issue21_item14_arguments_are_accepted_or_refused_clearly():
+    # NumPy scalars are accepted as elsewhere in the API; absurd values get a ValueError that
+    # names the argument (was: "must be a bool, got bool", a refused np.float32, a raw
+    # OverflowError, a custom-op RuntimeError).
+    A = random_symmetric((), 4)
+    expected = torch.linalg.eigvalsh(A)[1]
+    torch.testing.assert_close(kth_eigvalsh(A, 1, lower=np.True_), expected)
+    torch.testing.assert_close(kth_eigvalsh(A, 1, lower=np.False_), expected)
+    Ar = A.clone().requires_grad_(True)
+    lam = kth_eigvalsh(Ar, 1, subgradient="mean", cluster_tol=np.float32(1e-3))
+    torch.testing.assert_close(lam, expected)
+    with pytest.raises(ValueError, match="cluster_tol must be finite"):
+        kth_eigvalsh(Ar, 1, subgradient="mean", cluster_tol=10**400)
+    with pytest.raises(ValueError, match="steps must be"):
+        kth_eigvalsh(Ar, 1, method="inverse_iteration", steps=2**63)
+    with pytest.raises(TypeError, match=r"lower must be a bool, got int"):
+        kth_eigvalsh(A, 1, lower=1)
+
+
+def test_sparse_and_meta_inputs_are_refused_clearly():
+    from eigprec import principal_angles
+
+    A = random_symmetric((), 4)
+    with pytest.raises(TypeError, match="sparse"):
+        kth_eigvalsh(A.to_sparse(), 1)
+    with pytest.raises(ValueError, match="meta"):
+        kth_eigvalsh(torch.empty(4, 4, device="meta"), 1)
+    e = torch.eye(4, dtype=torch.float64)[:, :2]
+    with pytest.raises(TypeError, match="sparse"):
+        principal_angles(e.to_sparse(), e)
+    with pytest.raises(ValueError, match="meta"):
+        principal_angles(e, torch.empty(4, 2, device="meta"))

@@ -198,7 +198,7 @@ def test_method_and_steps_bad_values_raise_clear_errors():
             kth_eigvalsh(A, 0, method=method, subgradient="mean")
     with pytest.raises(ValueError, match="steps is only used"):
         kth_eigvalsh(A, 0, steps=3)
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(ValueError, match="steps must be between 1 and"):
         kth_eigvalsh(A, 0, method="inverse_iteration", steps=0)
     for steps in (2.0, True, "3"):
         with pytest.raises(TypeError, match="steps must be an int"):
@@ -337,3 +337,14 @@ def test_sparse_and_meta_inputs_are_refused_clearly():
         principal_angles(e.to_sparse(), e)
     with pytest.raises(ValueError, match="meta"):
         principal_angles(e, torch.empty(4, 2, device="meta"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_refused_with_the_remedy(dtype):
+    # issue 24 new-4: AMP hands out half-precision tensors; no eigensolver takes them.
+    A = random_symmetric((), 4).to(dtype).requires_grad_(True)
+    with pytest.raises(TypeError, match=r"A\.float\(\)"):
+        kth_eigvalsh(A, 1)
+    # the remedy works, and the gradient flows back in A's dtype
+    kth_eigvalsh(A.float(), 1).backward()
+    assert A.grad.dtype == dtype

@@ -19,6 +19,16 @@
   ``torch.linalg`` itself still synchronises to check its solver's status; the CuPy backend
   does not: it reads the solver's per-matrix status on the device.)
 
+Threads: the library sets no thread limits. ``method="subset"`` calls LAPACK through SciPy,
+whose BLAS (OpenBLAS in SciPy's wheels) keeps its own thread pool, independent of
+``torch.set_num_threads``; on a many-core CPU limit it with ``OPENBLAS_NUM_THREADS`` before
+the process starts or with ``threadpoolctl.threadpool_limits`` (not a dependency of this
+package). ``torch.linalg`` follows ``torch.set_num_threads``.
+
+Half precision: float16/bfloat16 input (e.g. under ``torch.autocast``) is refused with a
+``TypeError`` that names the remedy, ``A.float()``: no eigensolver here takes it, and at
+bfloat16's eps = 7.8e-3 most eigenvalue gaps would be below its resolution anyway.
+
 The gradient follows ``torch.linalg.eigvalsh``'s convention: it is the symmetric matrix
 q qᵀ · grad, the derivative along symmetric perturbations, even though only one triangle of
 ``A`` is read. Compose with a symmetric parametrisation (e.g. ``X + X.mT``) for an exact
@@ -51,6 +61,7 @@ What works where (checked in ``tests/test_eig*.py``):
 
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import Literal
 
@@ -78,6 +89,7 @@ Subgradient = Literal["eigenvector", "mean"]
 _BACKENDS = ("auto", "torch", "cupy")
 _METHODS = ("auto", "eigh", "subset", "inverse_iteration")
 _SUBGRADIENTS = ("eigenvector", "mean")
+_MAX_STEPS = 1000
 # From benchmarks/bench_eig.py's size sweep (one CPU thread): LAPACK's subset driver, called
 # per matrix from Python, beats torch.linalg.eigvalsh for the value from n ≈ 32 and
 # torch.linalg.eigh for value + eigenvector from n ≈ 16; below, the loop's overhead dominates.
@@ -107,6 +119,13 @@ def _validate(
 ) -> int:
     if not isinstance(A, Tensor):
         raise TypeError(f"kth_eigvalsh: A must be a torch.Tensor, got {type(A).__name__}")
+    if A.layout != torch.strided:
+        raise TypeError(
+            f"kth_eigvalsh: A must be a dense (strided) tensor, got a sparse one ({A.layout}); "
+            "call A.to_dense() first"
+        )
+    if A.device.type == "meta":
+        raise ValueError("kth_eigvalsh: A is on the meta device (no data to decompose)")
     if A.dim() < 2:
         raise ValueError(
             f"kth_eigvalsh: A must have at least 2 dimensions, got shape {tuple(A.shape)}"
@@ -114,6 +133,14 @@ def _validate(
     if A.shape[-1] != A.shape[-2]:
         raise ValueError(
             f"kth_eigvalsh: A must be square in its last two dimensions, got shape {tuple(A.shape)}"
+        )
+    if A.dtype in (torch.float16, torch.bfloat16):
+        # LAPACK, cuSOLVER and CuPy have no half-precision eigensolver, and one would be
+        # useless: eps(bfloat16) = 7.8e-3 makes most eigenvalue gaps unresolvable.
+        raise TypeError(
+            f"kth_eigvalsh: A is {A.dtype}, and eigensolvers run in float32 or float64: pass "
+            "A.float() (under torch.autocast, which hands out half-precision tensors, convert "
+            "explicitly; the gradient flows back through the cast in A's dtype)"
         )
     if A.dtype not in (torch.float32, torch.float64):
         raise TypeError(
@@ -125,7 +152,7 @@ def _validate(
         if isinstance(k, bool | np.bool_) or not hasattr(k, "__index__"):
             raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
         k = operator.index(k)  # numpy integers too, as indexing accepts them
-    if not isinstance(lower, bool):  # None or 0 would otherwise silently read the upper triangle
+    if not isinstance(lower, bool | np.bool_):  # None or 0 would silently read the upper one
         raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
     if not -n <= k < n:
@@ -146,11 +173,16 @@ def _validate(
     if cluster_tol is not None:
         if subgradient != "mean":
             raise ValueError('kth_eigvalsh: cluster_tol is only used with subgradient="mean"')
-        if isinstance(cluster_tol, bool) or not isinstance(cluster_tol, (int, float)):
+        try:  # Python and NumPy real scalars; 10**400 overflows a float
+            ok = not isinstance(cluster_tol, bool | np.bool_)
+            tol = float(cluster_tol) if ok and isinstance(cluster_tol, numbers.Real) else None
+        except OverflowError:
+            tol = float("inf")
+        if tol is None:
             raise TypeError(
                 f"kth_eigvalsh: cluster_tol must be a float, got {type(cluster_tol).__name__}"
             )
-        if not (cluster_tol >= 0 and cluster_tol < float("inf")):
+        if not (tol >= 0 and tol < float("inf")):
             raise ValueError(
                 f"kth_eigvalsh: cluster_tol must be finite and >= 0, got {cluster_tol}"
             )
@@ -159,8 +191,10 @@ def _validate(
             raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
         if isinstance(steps, bool) or not hasattr(steps, "__index__"):
             raise TypeError(f"kth_eigvalsh: steps must be an int, got {type(steps).__name__}")
-        if operator.index(steps) < 1:
-            raise ValueError(f"kth_eigvalsh: steps must be >= 1, got {steps}")
+        if not 1 <= operator.index(steps) <= _MAX_STEPS:
+            # Inverse iteration gains a factor gap/shift per step: a few steps suffice, and
+            # beyond 2**63 - 1 the custom op's int64 argument overflows.
+            raise ValueError(f"kth_eigvalsh: steps must be between 1 and {_MAX_STEPS}, got {steps}")
     return k % n
 
 
@@ -312,19 +346,23 @@ def kth_eigvalsh(
             where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
             default may split an exact tie: the result is then q qᵀ for some q of the tie, a
             Clarke subgradient but not the minimum-norm one.
-        steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3).
+        steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3, at
+            most 1000).
 
     Returns:
         ``(...)`` tensor of k-th eigenvalues, NaN for batch entries whose read triangle holds
         NaN or Inf or on which the solver reports failure (and a NaN gradient for them).
 
     Raises:
-        TypeError: ``A`` not a tensor or not float32/float64; ``k``/``steps`` not an int;
-            ``lower`` not a bool; ``cluster_tol`` not a number.
+        TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as
+            autocast produces: the message says to pass ``A.float()``); ``k``/``steps`` not
+            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` not a real
+            number (Python or NumPy).
         ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
             ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
-            ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; bad
-            ``cluster_tol`` or ``steps``, or either given where it is not used.
+            ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; ``A``
+            on the meta device; ``cluster_tol`` negative or not finite (10**400 included),
+            ``steps`` outside [1, 1000], or either given where it is not used.
         IndexError: ``k`` outside ``[-n, n)``.
         ModuleNotFoundError: ``backend="cupy"`` without a working CuPy; ``method="subset"``
             without SciPy.
@@ -345,6 +383,7 @@ def kth_eigvalsh(
         tensor([0., 0., 1.])
     """
     k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps)
+    lower = bool(lower)
     compiling = torch.compiler.is_compiling()
     resolved = _resolve_backend(backend, A)
     grad = torch.is_grad_enabled() and _requires_grad(A)

@@ -276,6 +276,11 @@ def test_backend_auto_rule(monkeypatch):
         ("2.11.0", 32, "torch"),
         ("2.12.0", 40, "torch"),
         ("2.13.0+cu128", 200, "torch"),
+        ("2.11.1+cu126", 33, "cupy"),
+        ("2.12.0a0+git1234", 40, "torch"),
+        ("2.13.0.dev20260101", 40, "torch"),
+        ("3.0.0", 40, "torch"),
+        ("unknown", 40, "torch"),
     ):
         monkeypatch.setattr(torch, "__version__", version)
         assert eig._resolve_backend("auto", cuda_like(n)) == expected, (version, n)

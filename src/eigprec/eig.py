@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import re
 from typing import Literal
 
 import numpy as np
@@ -98,9 +99,9 @@ _MAX_STEPS = 1000
 _SUBSET_MIN_N_VALUE = 32
 _SUBSET_MIN_N_GRAD = 16
 # torch.linalg.eigh on CUDA before torch 2.12 reaches cuSOLVER's batched solver only for
-# n <= 32 and loops over the batch above (pytorch issue 175585); pytorch issue 192483 reports
-# that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
-# first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
+# n <= 32 and loops over the batch above (pytorch issue 175585); from 2.12 it batches every n
+# (pytorch PR 175403, in the 2.12 release notes; not measured here). Only in the first case
+# is CuPy's batched solver known to help, so only there does "auto" pick CuPy.
 _TORCH_BATCHES_EVERY_N = (2, 12)
 
 
@@ -248,8 +249,15 @@ def _scipy_ok() -> bool:
 
 
 def _torch_batches_every_n() -> bool:
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return (major, minor) >= _TORCH_BATCHES_EVERY_N
+    """Whether the installed torch's CUDA ``eigh`` batches every n (torch >= 2.12).
+
+    Reads ``major.minor`` from ``torch.__version__`` ("2.12.0", "2.12.0a0+git…",
+    "2.13.0.dev20260101+cu128"); a version it cannot read counts as new.
+    """
+    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if match is None:
+        return True
+    return (int(match[1]), int(match[2])) >= _TORCH_BATCHES_EVERY_N
 
 
 def _resolve_backend(backend: str, A: Tensor) -> str:
@@ -322,12 +330,13 @@ def kth_eigvalsh(
             measures faster (``benchmarks/bench_eig.py``); ``"eigh"`` otherwise.
         backend: solver of ``"eigh"`` and of ``"inverse_iteration"``'s eigenvalues: ``"torch"``
             (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via DLPack on torch's
-            current stream, no host synchronisation) or ``"auto"``: CuPy only for CUDA tensors
-            with n > 32 under torch < 2.12, whose ``eigh`` loops over the batch there (pytorch
-            issue 175585), and only when CuPy works; torch everywhere else. From torch 2.12
-            ``eigh`` is reported batched for every n (pytorch issue 192483, PR 175403); no
-            measurement in this package shows CuPy ahead there, so "auto" keeps torch. Ask
-            for ``"cupy"`` to avoid torch's host synchronisation.
+            current stream, no host synchronisation) or ``"auto"``, which follows the
+            installed torch: under torch < 2.12, CuPy for CUDA tensors with n > 32 (where
+            torch's ``eigh`` loops over the batch, pytorch issue 175585) when CuPy works, torch
+            otherwise; from torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
+            175403), always torch — the CuPy detour then buys no speed. What ``"cupy"`` still
+            buys when asked for: no host synchronisation (torch.linalg checks its solver's
+            status on the host) and a failed matrix returned as NaN instead of an exception.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
             ``"eigenvector"`` — q qᵀ for the solver's k-th eigenvector (the gradient wherever λ_k
             is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors of λ_k's cluster: the

@@ -132,3 +132,38 @@ def test_measure_tie_splits_refuses_bad_arguments():
         measure_tie_splits(sizes=(5,), multiplicities=("x",))
     with pytest.raises(ValueError, match="dtypes"):
         measure_tie_splits(dtypes=(torch.float16,))
+
+
+def test_relative_tolerance_scales_with_each_matrix():
+    # cluster_rtol = ε: the tolerance is ε · max|λ| per batch entry, so one value serves a
+    # batch whose matrices differ in scale; an absolute tolerance cannot.
+    g = torch.Generator().manual_seed(2)
+    Q, _ = torch.linalg.qr(torch.randn(5, 5, generator=g, dtype=torch.float64))
+    lam = torch.tensor([-1.0, 0.3, 0.3 + 1e-4, 0.6, 1.0], dtype=torch.float64)
+    S = (Q * lam) @ Q.T
+    A = torch.stack([S, 1e6 * S]).requires_grad_(True)
+    (G,) = torch.autograd.grad(kth_eigvalsh(A, 1, subgradient="mean", cluster_rtol=1e-3).sum(), A)
+    U = Q[:, 1:3]
+    for i in range(2):  # both entries merge the 1e-4 · max|λ| gap
+        torch.testing.assert_close(G[i], U @ U.T / 2, atol=1e-8, rtol=0)
+    (G_abs,) = torch.autograd.grad(
+        kth_eigvalsh(A, 1, subgradient="mean", cluster_tol=1e-3).sum(), A
+    )
+    q = Q[:, 1:2]
+    torch.testing.assert_close(G_abs[1], q @ q.T, atol=1e-8, rtol=0)  # 1e-3 ≪ 1e6 · 1e-4
+    # the same as the absolute tolerance ε · max|λ| for one matrix
+    (G1,) = torch.autograd.grad(kth_eigvalsh(A[1], 1, subgradient="mean", cluster_rtol=2e-5), A)
+    (G2,) = torch.autograd.grad(kth_eigvalsh(A[1], 1, subgradient="mean", cluster_tol=20.0), A)
+    torch.testing.assert_close(G1, G2, atol=0, rtol=0)
+
+
+def test_relative_tolerance_is_checked_like_the_absolute_one():
+    A = torch.eye(3, dtype=torch.float64).requires_grad_(True)
+    with pytest.raises(ValueError, match="not both"):
+        kth_eigvalsh(A, 0, subgradient="mean", cluster_tol=1e-3, cluster_rtol=1e-3)
+    with pytest.raises(ValueError, match="cluster_rtol must be finite"):
+        kth_eigvalsh(A, 0, subgradient="mean", cluster_rtol=-1.0)
+    with pytest.raises(TypeError, match="cluster_rtol must be a float"):
+        kth_eigvalsh(A, 0, subgradient="mean", cluster_rtol="1e-3")
+    with pytest.raises(ValueError, match='cluster_rtol is only used with subgradient="mean"'):
+        kth_eigvalsh(A, 0, cluster_rtol=1e-3)

@@ -11,6 +11,8 @@ first-order autograd registration.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -74,12 +76,18 @@ def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
 
 
 def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float:
-    """The cluster tolerance per matrix, ``(..., 1)``; ``cluster_tol < 0`` means the default.
+    """The cluster tolerance, a Python float or ``(..., 1)`` per matrix.
 
-    A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be a
-    blocking host-to-device copy.
+    The op's one float argument encodes three cases: NaN — :func:`default_cluster_tol`;
+    ≥ 0 — that absolute tolerance; < 0 — ``-cluster_tol · max|λ|`` per matrix (the relative
+    tolerance ``cluster_rtol``). A user's absolute tolerance stays a Python scalar: turning
+    it into a CUDA tensor would be a blocking host-to-device copy.
     """
-    return default_cluster_tol(w, w.shape[-1])[..., None] if cluster_tol < 0 else cluster_tol
+    if math.isnan(cluster_tol):
+        return default_cluster_tol(w, w.shape[-1])[..., None]
+    if cluster_tol < 0:
+        return -cluster_tol * w.abs().amax(dim=-1, keepdim=True)
+    return cluster_tol
 
 
 def _cluster_weights(w: Tensor, k: int, tol: Tensor | float) -> Tensor:
@@ -125,7 +133,7 @@ def _factor_impl(
     cluster_tol: float,
     steps: int,
 ) -> tuple[Tensor, Tensor]:
-    """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
+    """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol``: see _tolerance)."""
     A_clean, bad = _sanitise(A, lower)
     # [show:methods]
     if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)

@@ -61,6 +61,7 @@ What works where (checked in ``tests/test_eig*.py``):
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 import re
@@ -117,6 +118,7 @@ def _validate(
     subgradient: str,
     cluster_tol,
     steps,
+    tol_name: str = "cluster_tol",
 ) -> int:
     if not isinstance(A, Tensor):
         raise TypeError(f"kth_eigvalsh: A must be a torch.Tensor, got {type(A).__name__}")
@@ -173,7 +175,7 @@ def _validate(
         )
     if cluster_tol is not None:
         if subgradient != "mean":
-            raise ValueError('kth_eigvalsh: cluster_tol is only used with subgradient="mean"')
+            raise ValueError(f'kth_eigvalsh: {tol_name} is only used with subgradient="mean"')
         try:  # Python and NumPy real scalars; 10**400 overflows a float
             ok = not isinstance(cluster_tol, bool | np.bool_)
             tol = float(cluster_tol) if ok and isinstance(cluster_tol, numbers.Real) else None
@@ -181,12 +183,10 @@ def _validate(
             tol = float("inf")
         if tol is None:
             raise TypeError(
-                f"kth_eigvalsh: cluster_tol must be a float, got {type(cluster_tol).__name__}"
+                f"kth_eigvalsh: {tol_name} must be a float, got {type(cluster_tol).__name__}"
             )
         if not (tol >= 0 and tol < float("inf")):
-            raise ValueError(
-                f"kth_eigvalsh: cluster_tol must be finite and >= 0, got {cluster_tol}"
-            )
+            raise ValueError(f"kth_eigvalsh: {tol_name} must be finite and >= 0, got {cluster_tol}")
     if steps is not None:
         if method != "inverse_iteration":
             raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
@@ -306,6 +306,7 @@ def kth_eigvalsh(
     backend: Backend = "auto",
     subgradient: Subgradient = "eigenvector",
     cluster_tol: float | None = None,
+    cluster_rtol: float | None = None,
     steps: int | None = None,
 ) -> Tensor:
     """The k-th smallest eigenvalue of each symmetric matrix in a batch, differentiably.
@@ -355,6 +356,10 @@ def kth_eigvalsh(
             where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
             default may split an exact tie: the result is then q qᵀ for some q of the tie, a
             Clarke subgradient but not the minimum-norm one.
+        cluster_rtol: the same, relative to each matrix's max|λ| (the tolerance is
+            ``cluster_rtol · max|λ|`` per batch entry, so one value fits a batch of matrices
+            of different scales; the default is ``3 · eps · √max(n, 16)`` in these units).
+            Give ``cluster_tol`` or ``cluster_rtol``, not both.
         steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3, at
             most 1000).
 
@@ -365,13 +370,14 @@ def kth_eigvalsh(
     Raises:
         TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as
             autocast produces: the message says to pass ``A.float()``); ``k``/``steps`` not
-            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` not a real
-            number (Python or NumPy).
+            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` or
+            ``cluster_rtol`` not a real number (Python or NumPy).
         ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
             ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
             ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; ``A``
-            on the meta device; ``cluster_tol`` negative or not finite (10**400 included),
-            ``steps`` outside [1, 1000], or either given where it is not used.
+            on the meta device; ``cluster_tol``/``cluster_rtol`` negative or not finite
+            (10**400 included), or both given; ``steps`` outside [1, 1000]; any of these
+            given where it is not used.
         IndexError: ``k`` outside ``[-n, n)``.
         ModuleNotFoundError: ``backend="cupy"`` without a working CuPy; ``method="subset"``
             without SciPy.
@@ -392,6 +398,10 @@ def kth_eigvalsh(
         tensor([0., 0., 1.])
     """
     k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps)
+    if cluster_rtol is not None:
+        if cluster_tol is not None:
+            raise ValueError("kth_eigvalsh: give cluster_tol or cluster_rtol, not both")
+        _validate(A, k, lower, backend, method, subgradient, cluster_rtol, steps, "cluster_rtol")
     lower = bool(lower)
     compiling = torch.compiler.is_compiling()
     resolved = _resolve_backend(backend, A)
@@ -400,7 +410,10 @@ def kth_eigvalsh(
         grad = grad or _forward_mode(A)
     how = _resolve_method(method, A, resolved, subgradient, grad)
     if grad:
-        tol = -1.0 if cluster_tol is None else float(cluster_tol)
+        if cluster_rtol is not None:
+            tol = -float(cluster_rtol)  # the op's encoding of a relative tolerance
+        else:
+            tol = math.nan if cluster_tol is None else float(cluster_tol)
         n_steps = 3 if steps is None else operator.index(steps)
         args = (A, k, lower, resolved, how, subgradient, tol, n_steps)
         # A compiled graph runs the op's own (first-order) autograd; eager code runs the

@@ -154,3 +154,21 @@ def test_compile_dynamic_fullgraph_with_k_as_an_argument():
     S = X + X.mT
     for k in (1, 3):
         torch.testing.assert_close(f(S, k), torch.linalg.eigvalsh(S)[..., k], **TOL)
+
+
+def test_compile_fullgraph_mean_mode_with_default_and_relative_tolerance():
+    # The op's float argument encodes the default tolerance as NaN and a relative one as a
+    # negative number: both must survive tracing, forward and backward.
+    torch._dynamo.reset()
+    X, _ = sample(n=5, seed=6, batch=(3,))
+    for kw in ({}, {"cluster_rtol": 1e-3}):
+
+        @torch.compile(fullgraph=True, backend="eager")
+        def f(Y, kw=kw):
+            return kth_eigvalsh(Y + Y.mT, 2, subgradient="mean", **kw).sum()
+
+        Xc = X.clone().requires_grad_(True)
+        f(Xc).backward()
+        Xe = X.clone().requires_grad_(True)
+        kth_eigvalsh(Xe + Xe.mT, 2, subgradient="mean", **kw).sum().backward()
+        torch.testing.assert_close(Xc.grad, Xe.grad, **TOL)

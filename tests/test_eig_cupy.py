@@ -112,6 +112,17 @@ def test_solve_strided_and_empty_batches(monkeypatch):
     assert w1.tolist() == [[4.0], [4.0]]
 
 
+def test_solve_takes_tensors_that_require_grad(monkeypatch):
+    # Inside kth_eigvalsh's custom op the input still has requires_grad set, and DLPack
+    # refuses to export such a tensor (BufferError): found by the recorder's fake-CuPy run.
+    on_fake_gpu(monkeypatch, FakeCupy())
+    A = _symmetric((3, 4, 4), torch.float64, seed=2).requires_grad_(True)
+    with torch.no_grad():
+        w, V = _cupy_bridge._solve(A, True, vectors=True)
+    torch.testing.assert_close(w, torch.linalg.eigvalsh(A.detach()))
+    assert not w.requires_grad and not V.requires_grad
+
+
 def test_solve_non_convergence_is_nan_through_fake(monkeypatch):
     on_fake_gpu(monkeypatch, FakeCupy(fail={0}))
     A = _symmetric((2, 4, 4), torch.float32, seed=1)

@@ -106,6 +106,9 @@ class FakeCupy:
             def __exit__(self, *exc):
                 fake.device = self.before
 
+            def synchronize(self):
+                fake._log("cupy.cuda.Device.synchronize")
+
         class Stream:
             def __init__(self, ptr: int) -> None:
                 self.ptr, self.before = ptr, None
@@ -235,8 +238,33 @@ class FakeCupy:
         backends = types.ModuleType("cupy_backends")
         backends_cuda = types.ModuleType("cupy_backends.cuda")
         backends.cuda, backends_cuda.libs = backends_cuda, libs
+        cupyx = types.ModuleType("cupyx")
+        errors = {"linalg": "ignore"}  # CuPy's default: no check of the solver's status
+
+        class errstate:
+            def __init__(self, linalg=None):
+                self.linalg, self.before = linalg, None
+
+            def __enter__(self):
+                self.before, errors["linalg"] = errors["linalg"], self.linalg
+
+            def __exit__(self, *exc):
+                errors["linalg"] = self.before
+
+        cupyx.errstate, cupyx.geterr = errstate, lambda: dict(errors)
+        linalg = types.ModuleType("cupy.linalg")
+
+        def eigh(a, UPLO="L"):
+            fake._log("cupy.linalg.eigh", a, UPLO)
+            if fake.fail and errors["linalg"] == "raise":
+                raise np.linalg.LinAlgError("Error reported by syevjBatched in cuSOLVER")
+            return None
+
+        linalg.eigh, cupy.linalg = eigh, linalg
         return {
             "cupy": cupy,
+            "cupy.linalg": linalg,
+            "cupyx": cupyx,
             "cupy.cuda": cuda,
             "cupy.cuda.device": device,
             "cupy.cuda.runtime": runtime,

@@ -171,7 +171,9 @@ def _solve(
     # stream makes both orderings hold without a single host synchronisation.
     # [show:handoff]
     stream = torch.cuda.current_stream(device)
-    a_in = A.reshape(-1, n, n).contiguous()
+    # detach: DLPack refuses tensors that require grad, and inside kth_eigvalsh's custom op the
+    # input still has the flag (contiguous() may return it unchanged); the op has its backward.
+    a_in = A.detach().reshape(-1, n, n).contiguous()
     with cupy.cuda.Device(device):
         on_torch_stream = cupy.cuda.Stream.from_external(_TorchStream(stream.cuda_stream))
     with cupy.cuda.Device(device), on_torch_stream:

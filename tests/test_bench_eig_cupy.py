@@ -33,7 +33,18 @@ def _fake_gpu(monkeypatch, fake: FakeCupy) -> FakeCupy:
         eigprec.eig, "_resolve_backend", lambda b, A: "cupy" if b == "cupy" else resolve(b, A)
     )
     monkeypatch.setattr(speed, "stream_race_demo", lambda: dict(RACE))
+    _small_tradeoff(monkeypatch)
     return fake
+
+
+def _small_tradeoff(monkeypatch):
+    # The trade-off runs at the headline size (500 matrices of 100 x 100): smaller here.
+    real = speed.inverse_iteration_tradeoff
+    monkeypatch.setattr(
+        speed,
+        "inverse_iteration_tradeoff",
+        lambda **kw: real(**{**kw, "batch": 24, "n": 12, "k": 6}),
+    )
 
 
 def _record(**kw):
@@ -97,6 +108,7 @@ def test_failed_smoke_call_goes_on_torch_only(monkeypatch):
 @pytest.mark.parametrize(("version", "every_n"), [("2.11.0+cu130", False), ("2.13.0", True)])
 def test_record_names_the_installed_torch_and_what_its_eigh_does(monkeypatch, version, every_n):
     monkeypatch.setattr(torch, "__version__", version)
+    _small_tradeoff(monkeypatch)
     info = bench_eig.torch_eigh_batching()
     assert info == {
         "torch": version,

@@ -30,7 +30,9 @@ def _fake_gpu(monkeypatch, fake: FakeCupy) -> FakeCupy:
     resolve = eigprec.eig._resolve_backend
     # backend="cupy" insists on CUDA tensors; the fake runs on CPU ones.
     monkeypatch.setattr(
-        eigprec.eig, "_resolve_backend", lambda b, A: "cupy" if b == "cupy" else resolve(b, A)
+        eigprec.eig,
+        "_resolve_backend",
+        lambda b, A, *args, **kw: "cupy" if b == "cupy" else resolve(b, A, *args, **kw),
     )
     monkeypatch.setattr(speed, "stream_race_demo", lambda: dict(RACE))
     _small_tradeoff(monkeypatch)

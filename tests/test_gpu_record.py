@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -508,3 +509,17 @@ def test_versions_survives_a_hanging_probe(tmp_path, fake_env, monkeypatch):
     data = gpu_record.versions(run, fake_env)
     assert "over 2 s" in data["error"]
     assert run.steps[-1]["status"] == "failed"
+
+
+def test_readme_calls_cover_every_step_once_within_the_budget():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Recording on a GPU machine", 1)[1].split("\n## ", 1)[0]
+    calls = re.findall(r"^\s*bash tools/gpu_record\.sh (.+?)(?:\s+#.*)?$", section, re.M)
+    assert len(calls) >= 2
+    covered = []
+    for call in calls:
+        args = gpu_record.build_parser().parse_args(call.split())
+        assert args.budget <= 540  # a 10-minute call less the machine's start and transfers
+        covered += args.steps
+    chapters = [f"notebooks:{c}" for c in gpu_record.CHAPTERS]
+    assert sorted(covered) == sorted([*gpu_record.RECORDERS, "tests", *chapters])

@@ -1,4 +1,10 @@
-"""tools/gpu_record.sh without a GPU: the refusal, the offline venv of a dry run, the report."""
+"""tools/gpu_record.sh without a GPU: the refusal, the dry run's environment, the output.
+
+The dry run runs under a stand-in for the machine's interpreter: a virtual environment (as
+``python3`` is on the recording machine) holding a stub ``torch`` and nothing else of the
+shared venv's, so torch imports in a step only if the step really runs on that interpreter's
+site-packages.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from pathlib import Path
@@ -86,19 +94,49 @@ def test_refuses_at_once_without_a_gpu(tmp_path, smi, expected):
     assert not out.exists()  # refused before any work
 
 
-@pytest.fixture(scope="module")
-def dry_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dry")
+STUB_TORCH = {
+    "__init__.py": "from . import cuda, version\n__version__ = '2.11.0+stub'\n",
+    "version.py": "cuda = None\n",
+    "cuda.py": "def is_available():\n    return False\n",
+}
+
+
+def stand_in_python(folder: Path, with_torch: bool) -> Path:
+    """A virtual environment like the machine's python3, with a stub torch (or none)."""
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", str(folder)], capture_output=True, timeout=300, check=False
+    )
+    if made.returncode != 0:  # a Python without ensurepip (Debian's, without python3-venv)
+        pytest.skip(f"cannot make a stand-in venv here: {made.stderr.decode()[-200:]}")
+    python = folder / "bin" / "python"
+    if with_torch:
+        site = subprocess.run(
+            [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for name, text in STUB_TORCH.items():
+            (Path(site) / "torch").mkdir(exist_ok=True)
+            (Path(site) / "torch" / name).write_text(text)
+    return python
+
+
+ALL_STEPS = "tf32,eig,degeneracy,tests,notebooks:tf32,notebooks:clarke"
+
+
+def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:
     wheels = tmp / "wheels"
     make_wheel(wheels)
     make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
-    out, venv = tmp / "out", tmp / "venv"
-    env = {**os.environ, "PYTHON": sys.executable, "EIGPREC_GPU_RECORD_DRYRUN": "1"}
+    out, site, work = tmp / "out", tmp / "site", tmp / "work"
+    env = {**os.environ, "PYTHON": str(python), "EIGPREC_GPU_RECORD_DRYRUN": "1"}
     env.pop("OUT", None)
+    env.pop("PYTHONPATH", None)  # the script sets the steps' path itself
     proc = subprocess.run(
         [
             *("/bin/bash", str(SCRIPT), "--out", str(out), "--wheels", str(wheels)),
-            *("--venv", str(venv), "--steps", "eig,notebooks"),
+            *("--site", str(site), "--work", str(work), "--steps", steps),
         ],
         capture_output=True,
         text=True,
@@ -106,43 +144,132 @@ def dry_run(tmp_path_factory):
         timeout=400,
         check=False,
     )
-    return proc, out, venv
+    return proc, out, site, work
 
 
-def test_dry_run_builds_the_venv_offline_from_local_wheels(dry_run):
-    proc, _, venv = dry_run
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory):
+    return stand_in_python(tmp_path_factory.mktemp("machine") / "venv", with_torch=True)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory, stand_in):
+    return (*run_dry(tmp_path_factory.mktemp("dry"), stand_in), stand_in)
+
+
+def test_dry_run_installs_offline_without_a_child_venv(dry_run):
+    proc, _, site, work, python = dry_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    cfg = (venv / "pyvenv.cfg").read_text()
-    assert "include-system-site-packages = true" in cfg
-    python = str(venv / "bin" / "python")
+    assert (site / "gpurecfake" / "__init__.py").is_file()  # pip --target, offline
+    assert not (site / "pyvenv.cfg").exists() and not list(site.glob("eigprec*"))
+    summary = json.loads((work / "summary.json").read_text())
     probe = (
-        "import gpurecfake, importlib.util as u; "
-        "print(gpurecfake.VALUE, u.find_spec('eigprec').origin)"
+        "import gpurecfake, torch, importlib.util as u; "
+        "print(gpurecfake.VALUE, torch.__version__, u.find_spec('eigprec').origin)"
     )
-    got = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
-    value, origin = got.stdout.split()
-    assert value == "42"
+    env = {**os.environ, **gpu_record.step_environment(str(python), site)["vars"]}
+    got = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, check=True, env=env
+    )
+    value, version, origin = got.stdout.split()
+    assert (value, version) == ("42", "2.11.0+stub")
     assert Path(origin) == ROOT / "src" / "eigprec" / "__init__.py"  # the checkout, not the wheel
+    assert summary["install"]["python"] == str(python)
 
 
-def test_dry_run_report(dry_run):
-    _, out, _ = dry_run
+def test_dry_run_sees_the_machines_torch_in_every_step(dry_run):
+    _, out, _, _, python = dry_run
     summary = json.loads((out / "summary.json").read_text())
     gpu_record.validate_summary(summary)
     assert summary["dry_run"] is True and summary["exit_status"] == 0
     names = [s["name"] for s in summary["steps"]]
-    assert names[:3] == ["venv", "install", "versions"]
-    assert names[3:] == ["eig", "notebooks"]
-    for step in summary["steps"][3:]:
-        assert step["status"] == "skipped" and "dry run" in step["reason"]
+    assert names == ["install", "versions", *ALL_STEPS.split(",")]
+    stub = str(python.parent.parent / "lib")
+    assert summary["torch"] == "2.11.0+stub" and summary["torch_file"].startswith(stub)
+    for step in summary["steps"][2:]:
+        assert step["status"] == "skipped" and "dry run" in step["reason"], step
+        # the stand-in's own torch, from its own site-packages (where cuda-pathfinder looks)
+        assert step["torch"].startswith(stub), step
+        assert any(step["torch"].startswith(p) for p in step["site_packages"]), step
+        assert step["eigprec"] == str(ROOT / "src" / "eigprec" / "__init__.py")
     assert summary["install"]["wheels"][0].endswith("gpurecfake-1.0-py3-none-any.whl")
     assert all("eigprec-" not in w for w in summary["install"]["wheels"])
     assert summary["install"]["notebooks_ready"] in (True, False)
+
+
+def test_dry_run_returns_at_most_eight_files_two_folders_down(dry_run):
+    _, out, _, work, _ = dry_run
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert 1 <= len(files) <= 8
+    assert all(len(p.relative_to(out).parts) <= 3 for p in files)  # $OUT/a/b/file at most
+    assert {p.name for p in files} == {"summary.json", gpu_record.ARCHIVE}
+    summary = json.loads((out / "summary.json").read_text())
+    with tarfile.open(out / gpu_record.ARCHIVE) as tar:
+        inside = set(tar.getnames())
+    assert "environment.json" in inside and "summary.json" in inside
     for step in summary["steps"]:
         if step["log"]:
-            assert (out / step["log"]).is_file()
-    env = json.loads((out / "environment.json").read_text())
-    assert env["python"].count(".") == 2
+            assert step["log"] in inside and (work / step["log"]).is_file()
+    env = json.loads((work / "environment.json").read_text())
+    assert env["python"].count(".") == 2 and env["torch"] == "2.11.0+stub"
+
+
+def test_dry_run_fails_where_torch_does_not_import(tmp_path):
+    python = stand_in_python(tmp_path / "venv", with_torch=False)
+    proc, out, _, _ = run_dry(tmp_path, python, steps="eig,notebooks:tf32")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    by_name = {s["name"]: s for s in summary["steps"]}
+    assert by_name["versions"]["status"] == "failed" and "torch" in by_name["versions"]["reason"]
+    for name in ("eig", "notebooks:tf32"):
+        assert by_name[name]["status"] == "failed"
+        assert "torch does not import" in by_name[name]["reason"]
+
+
+def test_finish_leaves_out_notebooks_from_an_archive_too_large(tmp_path, monkeypatch):
+    run = gpu_record.Run(tmp_path / "work", budget=10, dry_run=True)
+    (run.out / "notebooks" / "clarke.ipynb").write_bytes(os.urandom(4000))
+    (run.out / "logs" / "a.log").write_text("log\n")
+    monkeypatch.setattr(gpu_record, "MAX_OUT_BYTES", 3000)
+    summary = {
+        "schema": gpu_record.SCHEMA,
+        "started": "t",
+        "finished": "t",
+        "seconds": 0.0,
+        "dry_run": True,
+        "exit_status": 0,
+        "wheels": {},
+        "install": {},
+        "steps": [],
+    }
+    files = gpu_record.finish(run, tmp_path / "out", summary)
+    assert files == [gpu_record.ARCHIVE, "summary.json"]
+    with tarfile.open(tmp_path / "out" / gpu_record.ARCHIVE) as tar:
+        names = tar.getnames()
+    assert "logs/a.log" in names and not any(n.startswith("notebooks") for n in names)
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "notebooks/" in saved["archive_left_out"]
+
+
+def test_finish_refuses_more_files_than_the_machine_returns(tmp_path):
+    run = gpu_record.Run(tmp_path / "work", budget=10, dry_run=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    for i in range(7):
+        (out / f"stray{i}.txt").write_text("x")
+    summary = {
+        "schema": gpu_record.SCHEMA,
+        "started": "t",
+        "finished": "t",
+        "seconds": 0.0,
+        "dry_run": True,
+        "exit_status": 0,
+        "wheels": {},
+        "install": {},
+        "steps": [],
+    }
+    with pytest.raises(RuntimeError, match="at most 8"):
+        gpu_record.finish(run, out, summary)
 
 
 def test_validate_summary_rejects_bad_reports():
@@ -155,6 +282,7 @@ def test_validate_summary_rejects_bad_reports():
         "exit_status": 0,
         "wheels": {},
         "install": {},
+        "archive": gpu_record.ARCHIVE,
         "steps": [
             {"name": "eig", "status": "ok", "seconds": 1, "reason": "", "log": None, "outputs": []}
         ],
@@ -176,8 +304,12 @@ def test_validate_summary_rejects_bad_reports():
 def test_parse_steps_orders_and_rejects():
     assert gpu_record.parse_steps("tests,eig") == ["eig", "tests"]
     assert gpu_record.parse_steps("all") == list(gpu_record.STEPS)
+    assert gpu_record.parse_steps("notebooks:clarke,tests") == ["tests", "notebooks:clarke"]
+    assert set(gpu_record.CHAPTERS) >= {"tf32", "clarke", "degeneracy"}
     with pytest.raises(Exception, match="unknown step"):
         gpu_record.parse_steps("eig,gpu")
+    with pytest.raises(Exception, match="notebooks:nochapter"):
+        gpu_record.parse_steps("notebooks:nochapter")
 
 
 def test_dry_run_from_the_environment_and_default_out(monkeypatch):
@@ -266,8 +398,20 @@ if args[:2] == ["-m", "eigprec.bench"]:
         raise RuntimeError("CUDA error: an illegal memory access")
     open(out, "w").write('{{"args": %r}}' % " ".join(args).replace('"', ""))
     sys.exit(0)
+if mode == "hang-versions" and args[:1] == ["-c"] and "site_packages" in args[1]:
+    time.sleep(60)
 if args[:2] == ["-m", "pytest"]:
     junit = next(a.split("=", 1)[1] for a in args if a.startswith("--junitxml="))
+    if mode == "slow":
+        try:
+            time.sleep(120)
+        except KeyboardInterrupt:  # what pytest does on SIGINT: report what ran, exit 2
+            open(junit, "w").write(
+                '<testsuites><testsuite name="pytest">'
+                '<testcase classname="tests.test_eig" name="test_first"/>'
+                "</testsuite></testsuites>"
+            )
+            sys.exit(2)
     open(junit, "w").write(
         '<testsuites><testsuite name="pytest">'
         '<testcase classname="tests.test_eig" name="test_cupy_path"/>'
@@ -286,7 +430,7 @@ def fake_env(tmp_path, monkeypatch):
     python.write_text(FAKE_PYTHON.format(real=sys.executable))
     python.chmod(0o755)
     monkeypatch.setenv("FAKE_PIDS", str(tmp_path / "pids"))
-    return {"python": str(python), "pip": [str(python), "-m", "pip"]}
+    return {"python": str(python), "vars": {}}
 
 
 def test_recorder_steps_report_ok_refused_failed_and_timeout(tmp_path, fake_env, monkeypatch):
@@ -340,3 +484,42 @@ def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):
     gpu_record.notebooks(run, fake_env, full=False)
     (step,) = run.steps
     assert step["status"] == "skipped" and "tools/gpu_wheels.py" in step["reason"]
+
+
+def test_timed_out_tests_are_interrupted_so_pytest_writes_its_report(
+    tmp_path, fake_env, monkeypatch
+):
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    monkeypatch.setattr(gpu_record, "GRACE_S", 5.0)
+    monkeypatch.setattr(gpu_record, "MIN_STEP_S", 1.0)
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    monkeypatch.setitem(gpu_record.STEP_LIMITS, "tests", 12)
+    t0 = time.monotonic()
+    gpu_record.unit_tests(run, {**fake_env, "vars": {}})
+    assert time.monotonic() - t0 < 60
+    (step,) = run.steps
+    assert step["status"] == "timeout" and "interrupted" in step["reason"]
+    assert (step["tests"], step["passed"]) == (1, 1)  # the report of what ran, written on SIGINT
+
+
+def test_versions_survives_a_hanging_probe(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang-versions")
+    monkeypatch.setitem(gpu_record.STEP_LIMITS, "versions", 2)
+    run = gpu_record.Run(tmp_path / "out", budget=300, dry_run=False)
+    data = gpu_record.versions(run, fake_env)
+    assert "over 2 s" in data["error"]
+    assert run.steps[-1]["status"] == "failed"
+
+
+def test_readme_calls_cover_every_step_once_within_the_budget():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Recording on a GPU machine", 1)[1].split("\n## ", 1)[0]
+    calls = re.findall(r"^\s*bash tools/gpu_record\.sh (.+?)(?:\s+#.*)?$", section, re.M)
+    assert len(calls) >= 2
+    covered = []
+    for call in calls:
+        args = gpu_record.build_parser().parse_args(call.split())
+        assert args.budget <= 540  # a 10-minute call less the machine's start and transfers
+        covered += args.steps
+    chapters = [f"notebooks:{c}" for c in gpu_record.CHAPTERS]
+    assert sorted(covered) == sorted([*gpu_record.RECORDERS, "tests", *chapters])

@@ -6,6 +6,7 @@ import hashlib
 import json
 import socket
 import sys
+import zipfile
 
 import pytest
 
@@ -107,3 +108,16 @@ def test_bundle_from_pypi_fits_and_is_complete(tmp_path):
         assert hashlib.sha256(data).hexdigest() == p["sha256"] and len(data) == p["bytes"]
     assert manifest["eigprec_wheel"].startswith("eigprec-")
     assert sum(f.stat().st_size for f in out.glob("*.whl")) == manifest["total_bytes"]
+
+
+def test_eigprec_wheel_carries_its_license(tmp_path):
+    pytest.importorskip("setuptools", minversion="77")  # PEP 639 license-files
+    gpu_wheels._eigprec_wheel(tmp_path)
+    (wheel,) = tmp_path.glob("eigprec-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        licenses = [n for n in names if n.endswith("/LICENSE") and ".dist-info/" in n]
+        assert licenses, names
+        assert zf.read(licenses[0]) == (ROOT / "LICENSE").read_bytes()
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta

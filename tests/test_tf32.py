@@ -12,6 +12,7 @@ from torch.overrides import _get_current_function_mode_stack
 
 import eigprec.tf32 as tf32
 from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
+from eigprec.chapters.tf32.probes import rounding_probe
 from eigprec.tf32 import (
     ROUNDINGS,
     emulate_tf32,
@@ -563,6 +564,22 @@ def test_has_real_tf32_on_cpu():
     assert has_real_tf32(torch.device("meta")) is False
 
 
+def probed_rounding(probe: dict) -> str | None:
+    """The one rounding (rna, rne or rz) both operands of the probe's products agree with."""
+    m = probe["matches"]
+    both = [r for r in tf32.ROUNDINGS if r in m["first_operand"] and r in m["second_operand"]]
+    return both[0] if len(both) == 1 else None
+
+
+@pytest.mark.parametrize("rounding", tf32.ROUNDINGS)
+def test_probed_rounding_reads_the_probe(rounding):
+    # On the CPU under emulation the probe must name the emulated rounding, each of the three.
+    with emulate_tf32(rounding):
+        probe = rounding_probe("cpu")
+    assert probed_rounding(probe) == rounding
+    assert probed_rounding(rounding_probe("cpu")) is None  # float32: no TF32 rounding seen
+
+
 @pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0),
     reason="needs an NVIDIA GPU with compute capability >= 8.0 (real TF32)",
@@ -571,9 +588,12 @@ def test_emulation_matches_real_tf32_on_gpu(precision):
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(256, 256, generator=gen).cuda()
     b = torch.randn(256, 256, generator=gen).cuda()
+    # The rounding this GPU applies, as the tf32 recorder's probe measures it (not assumed).
+    rounding = probed_rounding(rounding_probe(a.device))
+    assert rounding is not None, "the probe saw no single TF32 rounding on this GPU"
     precision(True)
     real = a @ b
-    with emulate_tf32("rna", force=True):
+    with emulate_tf32(rounding, force=True):
         emulated = a @ b
     exact = a.double() @ b.double()
     # accumulation order differs between kernels; the operand rounding must agree

@@ -1,28 +1,33 @@
-"""Run the GPU half of the book on a bare, offline NVIDIA machine, in one call.
+"""Run the GPU half of the book on a bare, offline NVIDIA machine, one 10-minute call at a time.
 
-``bash tools/gpu_record.sh`` (or ``make gpu-record``) calls this file with the machine's
-Python (3.12 with torch and CuPy preinstalled). It
+``bash tools/gpu_record.sh`` (or ``make gpu-record``) calls this file with the machine's own
+``python3`` (3.12 with torch and CuPy preinstalled, itself a virtual environment's
+interpreter). It
 
 1. refuses at once, exit status 3, where no NVIDIA GPU is visible;
-2. creates a virtual environment with ``--system-site-packages`` (the preinstalled torch,
-   CuPy, numpy, scipy, matplotlib, pytest and hypothesis stay in use) and installs into it,
-   without any network, the wheels carried in ``gpu-wheels/`` (made by
-   ``tools/gpu_wheels.py``) and this checkout (editable; a ``.pth`` line to ``src/`` where
-   setuptools is missing);
-3. prints and stores the GPU, driver, torch, CUDA and CuPy versions;
-4. runs the recorders ``python -m eigprec.bench tf32|eig|degeneracy``, then the unit suite
-   (JUnit XML and a JSON digest of it), then executes every chapter notebook with nbclient
-   where the bundle brought it (skipped, saying so, where it did not);
-5. writes everything into one folder (``--out``; default ``$OUT`` where set, else
-   ``_build/gpu-record``): ``records/`` (the JSON the chapters read, with provenance),
-   ``logs/``, ``reports/``, ``notebooks/``, ``environment.json`` and ``summary.json``
-   (what ran, what was skipped and why).
+2. installs the wheels carried in ``gpu-wheels/`` (made by ``tools/gpu_wheels.py``) with
+   ``pip install --no-index --no-deps --target <site>`` and runs every step with that same
+   interpreter and ``PYTHONPATH=<site>:src``. No child virtual environment: one made with
+   ``--system-site-packages`` from a venv's python builds on the *base* interpreter and
+   would not see the machine's torch, and CuPy's cuda-pathfinder looks for the NVIDIA
+   libraries only in ``site.getsitepackages()``, which stays the machine's own here;
+3. checks that ``torch`` imports in that environment (the step fails, and the run with it,
+   where it does not), prints and stores the GPU, driver, torch, CUDA and CuPy versions;
+4. runs the steps asked for (``--steps``): the recorders ``python -m eigprec.bench
+   tf32|eig|degeneracy``, the unit suite (JUnit XML and a JSON digest), and chapters with
+   nbclient (``notebooks`` for all, ``notebooks:<chapter>`` for one);
+5. leaves at most 8 files in ``--out`` (default ``$OUT`` where set, else
+   ``_build/gpu-record``), the most the device machine returns: ``summary.json``,
+   ``records/*_gpu.json`` and ``details.tar.gz`` (logs, reports, executed notebooks,
+   ``environment.json``); the loose files are kept in ``--work``.
 
 Every step runs in its own process group under a time limit taken from one overall budget
-(``--budget``, default 540 s, so a 10-minute machine call leaves room for its start), and
-later steps are skipped, saying so, once it is spent. ``--dry-run`` (or
-``EIGPREC_GPU_RECORD_DRYRUN=1``) skips the GPU check and every GPU step but still creates the
-environment and writes the summary: that is what ``tests/test_gpu_record.py`` exercises.
+(``--budget``, default 540 s, so a 10-minute machine call leaves room for its start); on
+time-out the group gets SIGINT and, after a grace period, SIGKILL, so pytest still writes its
+report. Later steps are skipped, saying so, once the budget is spent. ``--dry-run`` (or
+``EIGPREC_GPU_RECORD_DRYRUN=1``) skips the GPU check and every GPU step but builds the
+environment, checks that torch imports in the environment of every step asked for and
+writes the output: that is what ``tests/test_gpu_record.py`` exercises.
 
 Only the standard library is used here: this file runs before anything is installed.
 """
@@ -39,20 +44,30 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = "eigprec.gpu-record/1"
+SCHEMA = "eigprec.gpu-record/2"
 NO_GPU_EXIT = 3
 #: What a full run does, in this order: recorders first, the slowest parts last.
 STEPS = ("tf32", "eig", "degeneracy", "tests", "notebooks")
+#: The chapters ``notebooks:<chapter>`` may name (``book/<chapter>.ipynb``).
+CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))
+#: What the device machine returns from $OUT: at most this many files, two folders down.
+MAX_OUT_FILES = 8
+MAX_OUT_DEPTH = 2
+ARCHIVE = "details.tar.gz"
+#: The largest file the device machine returns.
+MAX_OUT_BYTES = 16 * 2**20
+#: Seconds between SIGINT and SIGKILL on time-out (pytest writes its report on SIGINT).
+GRACE_S = 20.0
 RECORDERS = {"tf32": "tf32_gpu.json", "eig": "eig_gpu.json", "degeneracy": "degeneracy_gpu.json"}
 #: Most seconds each step may take (less where the overall budget has less left).
 STEP_LIMITS = {
-    "venv": 90,
     "install": 150,
     "versions": 60,
     "tf32": 90,
@@ -76,10 +91,13 @@ NOTEBOOK_ENV = {
 NOTEBOOK_MODULES = ("nbclient", "nbformat", "ipykernel", "jupyter_client")
 
 _VERSIONS_SCRIPT = r"""
-import importlib, importlib.metadata as md, json, platform, sys
+import importlib, importlib.metadata as md, json, platform, site, sys
 out = {"python": platform.python_version(), "executable": sys.executable}
+out["site_packages"] = site.getsitepackages()
 try:
     import torch
+    out["torch_file"] = torch.__file__
+    out["torch_in_site_packages"] = any(torch.__file__.startswith(p) for p in out["site_packages"])
     out["torch"] = torch.__version__
     out["torch_cuda"] = torch.version.cuda
     out["cuda_available"] = torch.cuda.is_available()
@@ -134,23 +152,30 @@ def parse_steps(text: str) -> list[str]:
     """Comma-separated step names, validated and put in the canonical order.
 
     Args:
-        text: e.g. ``"eig,tests"`` or ``"all"``.
+        text: e.g. ``"eig,tests"``, ``"notebooks:tf32"`` or ``"all"``.
 
     Returns:
-        The steps, in the order of :data:`STEPS`.
+        The steps, in the order of :data:`STEPS` (``notebooks:<chapter>`` in the place of
+        ``notebooks``, chapters in the order given).
 
     Raises:
-        argparse.ArgumentTypeError: naming an unknown step.
+        argparse.ArgumentTypeError: naming an unknown step or chapter.
     """
     if text.strip() == "all":
         return list(STEPS)
     names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in STEPS]
+    chapters = [n.split(":", 1)[1] for n in names if n.startswith("notebooks:")]
+    unknown = [n for n in names if n not in STEPS and not n.startswith("notebooks:")]
+    unknown += [f"notebooks:{c}" for c in chapters if c not in CHAPTERS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown step(s) {unknown or text!r}; choose from {', '.join(STEPS)} or 'all'"
+            f"unknown step(s) {unknown or text!r}; choose from {', '.join(STEPS)}, "
+            f"notebooks:<chapter> ({', '.join(CHAPTERS)}) or 'all'"
         )
-    return [s for s in STEPS if s in names]
+    ordered = [s for s in STEPS if s in names]
+    if chapters and "notebooks" not in ordered:
+        ordered += [f"notebooks:{c}" for c in dict.fromkeys(chapters)]
+    return ordered
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,18 +189,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--wheels", type=Path, default=ROOT / "gpu-wheels", help="carried wheels")
     p.add_argument(
-        "--venv", type=Path, default=ROOT / "_build" / "gpu-record-venv", help="venv to create"
+        "--site",
+        type=Path,
+        default=ROOT / "_build" / "gpu-record-site",
+        help="folder the carried wheels are installed into (pip --target)",
     )
-    p.add_argument("--steps", type=parse_steps, default=list(STEPS), help="e.g. eig,tests or all")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=ROOT / "_build" / "gpu-record-work",
+        help="logs, reports and notebooks before they are archived into --out",
+    )
+    p.add_argument(
+        "--steps",
+        type=parse_steps,
+        default=list(STEPS),
+        help="e.g. tf32,eig,degeneracy or tests or notebooks:clarke, or all",
+    )
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole run")
     p.add_argument("--full", action="store_true", help="EIGPREC_FULL=1 for the notebooks")
     p.add_argument(
         "--dry-run",
         action="store_true",
         default=os.environ.get("EIGPREC_GPU_RECORD_DRYRUN", "") == "1",
-        help="no GPU: build the venv and the report, skip every GPU step",
+        help="no GPU: build the environment, check torch imports in it, skip every GPU step",
     )
-    p.add_argument("--python", default=sys.executable, help="base interpreter of the venv")
+    p.add_argument(
+        "--python", default=sys.executable, help="the machine's interpreter (holds torch)"
+    )
     return p
 
 
@@ -298,6 +339,8 @@ def validate_summary(summary: Any) -> None:
     ):
         if not isinstance(summary.get(key), kind):
             raise ValueError(f"summary: {key!r} missing or not a {kind}")
+    if summary.get("archive") != ARCHIVE:
+        raise ValueError(f"summary: 'archive' is not {ARCHIVE!r}")
     if summary["schema"] != SCHEMA:
         raise ValueError(f"summary: schema {summary['schema']!r}, expected {SCHEMA!r}")
     for i, step in enumerate(summary["steps"]):
@@ -315,8 +358,44 @@ def validate_summary(summary: Any) -> None:
 # --------------------------------------------------------------------------- running steps
 
 
+def stop_in_time(proc: subprocess.Popen, limit: float, grace: float | None = None) -> int | None:
+    """Wait for ``proc`` at most ``limit`` seconds; then SIGINT its group, SIGKILL after grace.
+
+    SIGINT first: pytest then stops, writes its JUnit report and exits; nbclient saves
+    nothing, but its kernel is ended with the group. What still runs ``grace`` seconds later
+    is killed. The grace comes out of ``limit``, where it fits (at most half of it).
+
+    Returns:
+        The exit status, or None when the process had to be interrupted or killed.
+    """
+    grace = min(GRACE_S if grace is None else grace, limit / 2)
+    try:
+        proc.wait(timeout=max(limit - grace, 1))
+        return proc.returncode
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=max(grace, 1))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        proc.wait()
+    # The group may outlive its leader (a kernel, a worker): end it either way.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return None
+
+
 class Run:
-    """One recording session: the output folder, the time budget and the step log."""
+    """One recording session: the working folder, the time budget and the step log.
+
+    ``out`` here is the working folder (``--work``): logs, reports, records and notebooks
+    are written there; :func:`finish` then puts what comes back into the output folder.
+    """
 
     def __init__(self, out: Path, budget: float, dry_run: bool) -> None:
         self.out = out
@@ -373,13 +452,7 @@ class Run:
                 env={**os.environ, **(env or {})},
                 start_new_session=True,
             )
-            try:
-                rc: int | None = proc.wait(timeout=max(limit, 1))
-            except subprocess.TimeoutExpired:
-                # The whole group: pytest's or nbclient's children (kernels) too.
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                rc = None
+            rc = stop_in_time(proc, limit)
             fh.write(f"\n(exit status {rc}, {time.monotonic() - t0:.1f} s)\n")
         status = "timeout" if rc is None else ("ok" if rc == 0 else "failed")
         return status, rc, str(log.relative_to(self.out)), time.monotonic() - t0
@@ -392,43 +465,10 @@ class Run:
 # --------------------------------------------------------------------------- environment
 
 
-def create_venv(run: Run, venv: Path, python: str) -> dict[str, Any]:
-    """A fresh venv on top of the machine's packages; pip from ensurepip where it exists.
-
-    Returns:
-        ``{"python": <venv python>, "pip": <pip command prefix>}``.
-    """
-    if venv.exists():
-        shutil.rmtree(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    status, _, log, secs = run.execute(
-        "venv", [python, "-m", "venv", "--system-site-packages", str(venv)]
-    )
-    vpy = str(venv / "bin" / "python")
-    pip = [vpy, "-m", "pip"]
-    how = "venv with pip"
-    if status != "ok":
-        # Debian's python without python3-venv has no ensurepip: a pip-less venv, filled by
-        # the base interpreter's pip (--python needs pip >= 22.3).
-        if venv.exists():
-            shutil.rmtree(venv)
-        status, _, log, more = run.execute(
-            "venv", [python, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)]
-        )
-        secs += more
-        pip = [python, "-m", "pip", "--python", vpy]
-        how = "venv without pip (base interpreter's pip)"
-    if status != "ok":
-        run.note("venv", "failed", f"could not create {venv}; see {log}", secs, log=log)
-        raise SystemExit(1)
-    run.note("venv", "ok", "", secs, log=log, how=how, path=str(venv))
-    return {"python": vpy, "pip": pip}
-
-
 def wheel_requirements(wheels: Path) -> tuple[list[str], str]:
     """What to install from the carried folder: the manifest's pins, else every wheel there.
 
-    The eigprec wheel is left out: the package is installed from this checkout.
+    The eigprec wheel is left out: the package runs from this checkout's ``src/``.
 
     Returns:
         ``(requirements or wheel paths, how they were chosen)``.
@@ -444,98 +484,150 @@ def wheel_requirements(wheels: Path) -> tuple[list[str], str]:
     return files, "every *.whl"
 
 
-def install(run: Run, env: dict[str, Any], wheels: Path) -> dict[str, Any]:
-    """Carried wheels (offline), then this checkout; returns what happened, for the summary."""
-    info: dict[str, Any] = {"wheels_dir": str(wheels)}
-    pip = [*env["pip"], "install", "--no-index", "--disable-pip-version-check", "--no-input"]
+def step_environment(python: str, site: Path) -> dict[str, Any]:
+    """The interpreter and variables every step runs with.
+
+    The machine's own interpreter, with the carried packages and this checkout's ``src/``
+    ahead of its site-packages; its site-packages (torch, CuPy, the NVIDIA libraries that
+    CuPy's cuda-pathfinder looks for there) stay what they are.
+    """
+    return {
+        "python": python,
+        "vars": {"PYTHONPATH": f"{site}{os.pathsep}{ROOT / 'src'}", "PYTHONNOUSERSITE": "1"},
+        "site": str(site),
+    }
+
+
+def prepare(run: Run, python: str, site: Path, wheels: Path) -> tuple[dict, dict]:
+    """Install the carried wheels into ``site`` (offline, ``--target``); no child venv.
+
+    Returns:
+        ``(environment for the steps, what happened, for the summary)``.
+    """
+    t0 = time.monotonic()
+    if site.exists():
+        shutil.rmtree(site)
+    site.mkdir(parents=True)
+    env = step_environment(python, site)
+    info: dict[str, Any] = {"wheels_dir": str(wheels), "site": str(site), "python": python}
     reqs, how = wheel_requirements(wheels) if wheels.is_dir() else ([], "no folder")
     info["wheels_chosen_by"] = how
     info["wheels"] = reqs
-    t0 = time.monotonic()
+    log = None
     if reqs:
-        status, _, log, _ = run.execute(
-            "install-wheels", [*pip, "--find-links", str(wheels), *reqs]
-        )
-        if status != "ok":
-            # One unsatisfiable dependency should not keep the rest of the bundle out.
-            status, _, log, _ = run.execute(
-                "install-wheels-nodeps", [*pip, "--no-deps", "--find-links", str(wheels), *reqs]
-            )
-            info["wheels_no_deps"] = True
-        info["wheels_status"] = status
+        # --no-deps: the bundle is the dependency closure already, less what the machine has
+        # (which --target could not see, and would install a second copy of).
+        cmd = [python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile"]
+        cmd += ["--disable-pip-version-check", "--no-input", "--target", str(site)]
+        cmd += ["--find-links", str(wheels), *reqs]
+        info["wheels_status"], _, log, _ = run.execute("install-wheels", cmd)
         info["wheels_log"] = log
     else:
         info["wheels_status"] = "skipped"
-    status, _, log, _ = run.execute(
-        "install-eigprec", [*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)]
-    )
-    info["eigprec_log"] = log
-    if status == "ok":
-        info["eigprec"] = "editable install"
-    else:
-        # No setuptools in reach offline: put src/ on the venv's path instead.
-        site = subprocess.run(
-            [env["python"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        Path(site, "eigprec-checkout.pth").write_text(str(ROOT / "src") + "\n")
-        info["eigprec"] = f"src/ on the path ({Path(site, 'eigprec-checkout.pth')})"
-    # Where eigprec resolves, without importing it (and torch): a dry run has no torch.
+    probe = "import importlib.util as u; print(u.find_spec('eigprec').origin)"
     check = subprocess.run(
-        [env["python"], "-c", "import importlib.util as u; print(u.find_spec('eigprec').origin)"],
+        [python, "-c", probe],
         capture_output=True,
         text=True,
+        cwd=ROOT,
+        env={**os.environ, **env["vars"]},
+        timeout=60,
+        check=False,
     )
     info["eigprec_file"] = check.stdout.strip() or None
-    reason = ""
-    status = "ok"
+    status, reason = "ok", ""
     if info["wheels_status"] not in ("ok", "skipped"):
-        status, reason = "failed", f"the carried wheels did not install; see {info['wheels_log']}"
+        status, reason = "failed", f"the carried wheels did not install; see {log}"
     if not info["eigprec_file"]:
         status = "failed"
-        reason = (reason + "; " if reason else "") + "eigprec is not found in the venv"
-    elif not str(info["eigprec_file"]).startswith(str(ROOT / "src")):
+        reason = (reason + "; " if reason else "") + "eigprec is not found on PYTHONPATH"
+    elif Path(info["eigprec_file"]) != ROOT / "src" / "eigprec" / "__init__.py":
         status = "failed"
         reason = f"eigprec imports from {info['eigprec_file']}, not from this checkout"
     if not reqs and not reason:
-        reason = f"no carried wheels in {wheels} (notebooks will be skipped)"
-    run.note("install", status, reason, time.monotonic() - t0, log=info["eigprec_log"])
-    return info
+        reason = f"no carried wheels in {wheels} (tests and notebooks will be skipped)"
+    run.note("install", status, reason, time.monotonic() - t0, log=log)
+    return env, info
+
+
+# eigprec is found, not imported: its import needs the real torch, which a dry run lacks.
+_TORCH_PROBE = (
+    "import json, site, importlib.util as u, torch; "
+    "print(json.dumps({'torch': torch.__file__, 'version': getattr(torch, '__version__', None), "
+    "'eigprec': u.find_spec('eigprec').origin, 'site_packages': site.getsitepackages()}))"
+)
+
+
+def torch_visible(env: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """Where ``torch`` and ``eigprec`` import from in a step's environment.
+
+    Args:
+        env: from :func:`step_environment`.
+        extra: the step's own variables (the notebooks' settings).
+
+    Returns:
+        ``{"torch", "version", "eigprec", "site_packages"}``, or ``{"error": ...}``.
+    """
+    try:
+        proc = subprocess.run(
+            [env["python"], "-c", _TORCH_PROBE],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **env["vars"], **(extra or {})},
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": "the import of torch took over 120 s"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def versions(run: Run, env: dict[str, Any]) -> dict[str, Any]:
     """GPU, driver, torch, CUDA, CuPy and package versions, printed and stored."""
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [env["python"], "-c", _VERSIONS_SCRIPT], capture_output=True, text=True, timeout=120
-    )
     data: dict[str, Any] = {}
-    if proc.returncode == 0 and proc.stdout.strip():
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-    else:
-        data["error"] = proc.stderr.strip()[-2000:]
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        q = subprocess.run(
-            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+    try:
+        proc = subprocess.run(
+            [env["python"], "-c", _VERSIONS_SCRIPT],
             capture_output=True,
             text=True,
+            timeout=STEP_LIMITS["versions"],
+            cwd=ROOT,
+            env={**os.environ, **env["vars"]},
+            check=False,
         )
-        data["nvidia_smi"] = q.stdout.strip()
+        if proc.returncode == 0 and proc.stdout.strip():
+            data = json.loads(proc.stdout.strip().splitlines()[-1])
+        else:
+            data["error"] = proc.stderr.strip()[-2000:]
+    except subprocess.TimeoutExpired:
+        data["error"] = f"the version probe took over {STEP_LIMITS['versions']} s"
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            q = subprocess.run(
+                [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            data["nvidia_smi"] = q.stdout.strip()
+        except subprocess.TimeoutExpired:
+            data["nvidia_smi"] = "nvidia-smi took over 30 s"
     (run.out / "environment.json").write_text(json.dumps(data, indent=2) + "\n")
     for key in ("gpu", "compute_capability", "nvidia_smi", "torch", "torch_cuda", "cupy", "python"):
         if key in data:
             print(f"    {key}: {data[key]}")
-    status = "ok" if "error" not in data else "failed"
-    run.note(
-        "versions",
-        status,
-        "" if status == "ok" else "the version probe failed in the venv",
-        time.monotonic() - t0,
-        outputs=["environment.json"],
-    )
+    status, reason = "ok", ""
+    if "error" in data:
+        status, reason = "failed", f"the version probe failed: {data['error'][-300:]}"
+    elif "torch_error" in data:
+        status, reason = "failed", f"torch does not import here: {data['torch_error']}"
+    run.note("versions", status, reason, time.monotonic() - t0, outputs=["environment.json"])
     return data
 
 
@@ -552,7 +644,7 @@ def record(run: Run, env: dict[str, Any], name: str, last: bool = False) -> None
     cmd = [env["python"], "-m", "eigprec.bench", name, "--out", str(out)]
     if name in ("eig", "degeneracy"):
         cmd += ["--budget", f"{max(limit - RECORDER_MARGIN_S, 5):.0f}"]
-    status, rc, log, secs = run.execute(f"record-{name}", cmd, limit=limit)
+    status, rc, log, secs = run.execute(f"record-{name}", cmd, limit=limit, env=env["vars"])
     outputs = [str(out.relative_to(run.out))] if out.is_file() else []
     if status == "ok" and outputs:
         run.note(name, "ok", "", secs, log=log, outputs=outputs)
@@ -570,7 +662,7 @@ def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
     if limit < 2 * MIN_STEP_S:
         run.note("tests", "skipped", "time budget spent")
         return
-    if missing_modules(env["python"], ("yaml",)):
+    if missing_modules(env, ("yaml",)):
         run.note(
             "tests",
             "skipped",
@@ -581,7 +673,7 @@ def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
     junit = run.out / "reports" / "junit.xml"
     cmd = [env["python"], "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]
     cmd += [f"--junitxml={junit}", "tests"]
-    status, rc, log, secs = run.execute("tests", cmd, limit=limit)
+    status, rc, log, secs = run.execute("tests", cmd, limit=limit, env=env["vars"])
     outputs, extra = [], {}
     if junit.is_file():
         digest = junit_digest(junit)
@@ -591,41 +683,65 @@ def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
     reason = ""
     if status == "timeout":
         reason = f"timed out after {limit:.0f} s; see {log}"
+    if status == "timeout":
+        reason += " (interrupted: the report holds what ran)" if junit.is_file() else ""
     elif status != "ok":
         reason = f"pytest exit status {rc}: {extra or 'no report'}; see {log}"
     print(run.tail(log, 4), flush=True)
     run.note("tests", status, reason, secs, log=log, outputs=outputs, **extra)
 
 
-def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
-    """Which of ``modules`` do not import under ``python``."""
+def missing_modules(env: dict[str, Any], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` are not found in a step's environment."""
     probe = (
         "import importlib.util, sys; "
         "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
     )
-    proc = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True)
+    try:
+        proc = subprocess.run(
+            [env["python"], "-c", probe, *modules],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **env["vars"]},
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return list(modules)
     return proc.stdout.split() if proc.returncode == 0 else list(modules)
 
 
-def notebooks(run: Run, env: dict[str, Any], full: bool) -> None:
-    """Execute every chapter with nbclient, as the book build would, where nbclient exists."""
-    missing = missing_modules(env["python"], NOTEBOOK_MODULES)
+def notebook_env(env: dict[str, Any], full: bool) -> dict[str, str]:
+    """The variables a chapter runs with: the step's, and the Makefile's settings."""
+    extra = {**env["vars"], **NOTEBOOK_ENV}
+    if full:
+        extra["EIGPREC_FULL"] = "1"
+    return extra
+
+
+def notebooks(run: Run, env: dict[str, Any], full: bool, chapters: list[str] | None = None) -> None:
+    """Execute chapters (all, or those named) with nbclient, as the book build would.
+
+    Each chapter is its own step: a time-out ends that chapter only. For a call that fits
+    10 minutes, name one chapter per call (``--steps notebooks:clarke``).
+    """
+    names = list(CHAPTERS) if chapters is None else chapters
+    step = "notebooks" if chapters is None else ",".join(f"notebooks:{c}" for c in names)
+    missing = missing_modules(env, NOTEBOOK_MODULES)
     if missing:
         run.note(
-            "notebooks",
+            step,
             "skipped",
             f"{', '.join(missing)} not installed: carry the wheel bundle "
             "(python tools/gpu_wheels.py) to execute the chapters",
         )
         return
-    extra_env = dict(NOTEBOOK_ENV)
-    if full:
-        extra_env["EIGPREC_FULL"] = "1"
-    chapters = sorted((ROOT / "book").glob("*.ipynb"))
-    for i, nb in enumerate(chapters):
+    extra_env = notebook_env(env, full)
+    for i, nb in enumerate(ROOT / "book" / f"{c}.ipynb" for c in names):
         name = f"notebook-{nb.stem}"
         # A fair share of what is left, and never less than the usual limit where it fits.
-        share = (run.remaining() - 5) / (len(chapters) - i)
+        share = (run.remaining() - 5) / (len(names) - i)
         limit = min(max(share, STEP_LIMITS["notebooks"]), run.remaining() - 5)
         if limit < 2 * MIN_STEP_S:
             run.note(name, "skipped", "time budget spent")
@@ -689,23 +805,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_record: {reason}", file=sys.stderr)
             return NO_GPU_EXIT
     out = (args.out or default_out()).resolve()
-    run = Run(out, args.budget, args.dry_run)
+    work = args.work.resolve()
+    if work == out or out in work.parents:
+        print("gpu_record: --work must lie outside --out", file=sys.stderr)
+        return 2
+    if work.exists():
+        shutil.rmtree(work)
+    run = Run(work, args.budget, args.dry_run)
     started = now()
     print(f"gpu_record: writing to {out}{' (dry run)' if args.dry_run else ''}", flush=True)
-    env = create_venv(run, args.venv.resolve(), args.python)
-    install_info = install(run, env, args.wheels.resolve())
+    env, install_info = prepare(run, args.python, args.site.resolve(), args.wheels.resolve())
     environment = versions(run, env)
     for step in args.steps:
         if args.dry_run:
-            run.note(step, "skipped", "dry run: no GPU step is executed")
+            dry_step(run, env, step, args.full)
         elif step in RECORDERS:
             record(run, env, step, last=step == args.steps[-1])
         elif step == "tests":
             unit_tests(run, env, last=step == args.steps[-1])
-        else:
+        elif step == "notebooks":
             notebooks(run, env, args.full)
-    if args.dry_run and "notebooks" in args.steps:
-        missing = missing_modules(env["python"], NOTEBOOK_MODULES)
+        else:
+            notebooks(run, env, args.full, [step.split(":", 1)[1]])
+    if args.dry_run and any(s.startswith("notebooks") for s in args.steps):
+        missing = missing_modules(env, NOTEBOOK_MODULES)
         install_info["notebooks_ready"] = not missing
         install_info["notebooks_missing"] = missing
     failed = [s["name"] for s in run.steps if s["status"] in ("failed", "timeout")]
@@ -716,10 +839,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - run.start, 1),
         "dry_run": args.dry_run,
         "out": str(out),
+        "work": str(work),
         "requested_steps": args.steps,
         "budget_s": args.budget,
         "gpu": environment.get("gpu"),
         "torch": environment.get("torch"),
+        "torch_file": environment.get("torch_file"),
         "cupy": environment.get("cupy"),
         "wheels": {
             "dir": str(args.wheels),
@@ -731,11 +856,82 @@ def main(argv: list[str] | None = None) -> int:
         "failed": failed,
         "exit_status": 1 if failed else 0,
     }
-    validate_summary(summary)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary["returned"] = finish(run, out, summary)
     print(f"gpu_record: {len(failed)} failed step(s){': ' + ', '.join(failed) if failed else ''}")
-    print(f"gpu_record: summary in {out / 'summary.json'}")
+    print(
+        f"gpu_record: {len(summary['returned'])} files in {out}: {', '.join(summary['returned'])}"
+    )
     return summary["exit_status"]
+
+
+def dry_step(run: Run, env: dict[str, Any], step: str, full: bool) -> None:
+    """A dry run's step: torch must import in the environment the step would run in."""
+    t0 = time.monotonic()
+    extra = notebook_env(env, full) if step.startswith("notebooks") else None
+    seen = torch_visible(env, extra)
+    if "error" in seen:
+        reason = f"dry run: torch does not import in this step's environment: {seen['error']}"
+        run.note(step, "failed", reason, time.monotonic() - t0, torch=None)
+        return
+    reason = f"dry run: no GPU step is executed; torch {seen['version']} from {seen['torch']}"
+    run.note(
+        step,
+        "skipped",
+        reason,
+        time.monotonic() - t0,
+        torch=seen["torch"],
+        eigprec=seen["eigprec"],
+        site_packages=seen["site_packages"],
+    )
+
+
+def out_files(out: Path) -> list[str]:
+    """Every file under ``out``, relative, sorted."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+
+
+def finish(run: Run, out: Path, summary: dict[str, Any]) -> list[str]:
+    """Put what the device machine returns into ``out``: at most 8 files, two folders down.
+
+    ``summary.json``, the records and one archive of everything else in the working folder.
+    Files already in ``out`` (``$OUT`` is emptied before each call) count against the limit.
+
+    Returns:
+        The files in ``out`` afterwards, relative to it.
+
+    Raises:
+        RuntimeError: if ``out`` would hold more files than the machine returns.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "records").mkdir(exist_ok=True)
+    for name in RECORDERS.values():
+        src = run.out / "records" / name
+        if src.is_file():
+            shutil.copy2(src, out / "records" / name)
+    summary["archive"] = ARCHIVE
+    validate_summary(summary)
+    text = json.dumps(summary, indent=2) + "\n"
+    (run.out / "summary.json").write_text(text)
+    parts = ["environment.json", "summary.json", "logs", "reports", "notebooks"]
+    for attempt in (parts, parts[:-1]):
+        with tarfile.open(out / ARCHIVE, "w:gz") as tar:
+            for part in attempt:
+                if (run.out / part).exists():
+                    tar.add(run.out / part, arcname=part)
+        if (out / ARCHIVE).stat().st_size <= MAX_OUT_BYTES:
+            break
+        # Over what the machine returns: the executed notebooks are the bulk; keep the rest.
+        summary["archive_left_out"] = f"notebooks/ (the archive was over {MAX_OUT_BYTES} bytes)"
+        text = json.dumps(summary, indent=2) + "\n"
+    (out / "summary.json").write_text(text)
+    files = out_files(out)
+    deep = [f for f in files if f.count("/") > MAX_OUT_DEPTH]
+    if len(files) > MAX_OUT_FILES or deep:
+        raise RuntimeError(
+            f"{out} holds {len(files)} files ({deep or 'none too deep'}); the machine returns "
+            f"at most {MAX_OUT_FILES}, {MAX_OUT_DEPTH} folders down"
+        )
+    return files
 
 
 if __name__ == "__main__":

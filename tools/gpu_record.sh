@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The one command of a GPU machine: venv on the preinstalled torch/CuPy, carried wheels,
-# recorders, unit suite, chapters; all into $OUT (or _build/gpu-record). Offline.
-#   bash tools/gpu_record.sh [--steps tf32,eig,...] [--budget 540] [--dry-run] [--out DIR]
+# One call on a GPU machine: the carried wheels into a --target folder, then the steps asked
+# for with the machine's own python3 and PYTHONPATH=<folder>:src (no child venv, so the
+# machine's torch and CuPy are the ones used); at most 8 files into $OUT. Offline.
+#   bash tools/gpu_record.sh --steps tf32,eig,degeneracy | tests | notebooks:<chapter>
+#        [--budget 540] [--dry-run] [--out DIR]
 # Without an NVIDIA GPU it stops at once with exit status 3 (see tools/gpu_record.py).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

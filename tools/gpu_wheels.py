@@ -301,7 +301,7 @@ def build(out: Path, requirements: Path, limit_mib: float, with_eigprec: bool) -
 def _eigprec_wheel(out: Path) -> None:
     """Build the package's wheel from a copy, so the checkout gets no build/ or egg-info."""
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("pyproject.toml", "README.md"):
+        for name in ("pyproject.toml", "README.md", "LICENSE"):  # LICENSE: license-files
             shutil.copy2(ROOT / name, Path(tmp) / name)
         junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
         shutil.copytree(ROOT / "src", Path(tmp) / "src", ignore=junk)

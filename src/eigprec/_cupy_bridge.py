@@ -17,7 +17,57 @@ import functools
 import torch
 from torch import Tensor
 
-__all__ = ["cupy_available", "eigh", "eigvalsh"]
+__all__ = ["cupy_available", "cupy_package", "eigh", "eigvalsh", "install_hint"]
+
+
+def cupy_package(torch_cuda: str | None = None) -> str:
+    """The CuPy wheel whose CUDA major matches torch's CUDA build.
+
+    Args:
+        torch_cuda: a CUDA version such as ``"13.0"`` (default: ``torch.version.cuda``).
+
+    Returns:
+        ``"cupy-cuda13x"`` for CUDA 13, ``"cupy-cuda12x"`` for CUDA 12, and so on; the
+        CUDA 13 package where torch has no CUDA build (the one the recording machines use).
+
+    Example:
+        >>> cupy_package("13.0"), cupy_package("12.8")
+        ('cupy-cuda13x', 'cupy-cuda12x')
+    """
+    version = torch.version.cuda if torch_cuda is None else torch_cuda
+    major = str(version).split(".")[0] if version else "13"
+    return f"cupy-cuda{major if major.isdigit() else '13'}x"
+
+
+def install_hint(torch_cuda: str | None = None) -> str:
+    """How to install the CuPy that matches torch's CUDA major (for error messages).
+
+    Args:
+        torch_cuda: as for :func:`cupy_package`.
+
+    Returns:
+        A ``pip install`` line naming the package.
+
+    Example:
+        >>> install_hint("13.0")
+        'pip install "cupy-cuda13x[ctk]>=14"'
+    """
+    return f'pip install "{cupy_package(torch_cuda)}[ctk]>=14"'
+
+
+class _TorchStream:
+    """torch's stream handle behind the CUDA stream protocol that CuPy 14 reads.
+
+    ``cupy.cuda.Stream.from_external`` takes an object with ``__cuda_stream__`` (CuPy 14
+    deprecates ``ExternalStream``, one warning per call); torch's own stream class has the
+    protocol only in recent releases, so the handle is wrapped here.
+    """
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
 
 
 @functools.cache
@@ -74,6 +124,9 @@ def _syevj_batched(a, lower: bool, vectors: bool, max_sweeps: int | None = None)
     handle = cupy_device.get_cusolver_handle()  # CuPy binds it to the current stream per call
     params = cusolver.createSyevjInfo()
     try:
+        # Ascending order set explicitly, as torch does: the default is documented, not promised
+        # by the bindings, and kth_eigvalsh indexes the k-th value.
+        cusolver.xsyevjSetSortEig(params, 1)
         if max_sweeps is not None:  # tests only: force non-convergence
             cusolver.xsyevjSetMaxSweeps(params, max_sweeps)
         lwork = size_fn(handle, jobz, uplo, n, v.data.ptr, n, w.data.ptr, params, batch)
@@ -102,6 +155,14 @@ def _solve(
 ) -> tuple[Tensor, Tensor | None]:
     import cupy
 
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        # CuPy binds its cuSOLVER handle to the stream with cusolverDnSetStream, which fails
+        # during CUDA-graph capture, and the solver's workspace is allocated outside the graph.
+        raise RuntimeError(
+            'kth_eigvalsh: backend="cupy" cannot run while a CUDA graph is being captured '
+            '(cuSOLVER\'s stream binding is not capturable); use backend="torch" inside '
+            "torch.cuda.graph / torch.compile(mode='reduce-overhead')"
+        )
     *batch_shape, n, _ = A.shape
     device = A.device.index if A.device.index is not None else torch.cuda.current_device()
     # CuPy must queue its kernels on the stream torch is using *now*. On any other stream the
@@ -110,8 +171,12 @@ def _solve(
     # stream makes both orderings hold without a single host synchronisation.
     # [show:handoff]
     stream = torch.cuda.current_stream(device)
-    a_in = A.reshape(-1, n, n).contiguous()
-    with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream.cuda_stream):
+    # detach: DLPack refuses tensors that require grad, and inside kth_eigvalsh's custom op the
+    # input still has the flag (contiguous() may return it unchanged); the op has its backward.
+    a_in = A.detach().reshape(-1, n, n).contiguous()
+    with cupy.cuda.Device(device):
+        on_torch_stream = cupy.cuda.Stream.from_external(_TorchStream(stream.cuda_stream))
+    with cupy.cuda.Device(device), on_torch_stream:
         # from_dlpack passes CuPy's current stream (== torch's) to __dlpack__, so torch
         # inserts no cross-stream wait either.
         w, v, info = _syevj_batched(cupy.from_dlpack(a_in), lower, vectors, max_sweeps)
@@ -136,6 +201,7 @@ def eigvalsh(A: Tensor, lower: bool) -> Tensor:
 
     Raises:
         ModuleNotFoundError: when CuPy is not installed.
+        RuntimeError: while a CUDA graph is being captured.
 
     Example:
         >>> w = eigvalsh(torch.eye(3, device="cuda"), True)  # doctest: +SKIP
@@ -156,6 +222,7 @@ def eigh(A: Tensor, lower: bool) -> tuple[Tensor, Tensor]:
 
     Raises:
         ModuleNotFoundError: when CuPy is not installed.
+        RuntimeError: while a CUDA graph is being captured.
 
     Example:
         >>> w, V = eigh(torch.eye(3, device="cuda"), True)  # doctest: +SKIP

@@ -14,7 +14,10 @@ __all__ = ["cupy_solver_status"]
 
 
 def cupy_solver_status(
-    sizes: Sequence[int] = (16, 32, 33, 45, 64, 100), batch: int = 500, seed: int = 0
+    sizes: Sequence[int] = (16, 32, 33, 45, 64, 100),
+    batch: int = 500,
+    seed: int = 0,
+    device: str = "cuda",
 ) -> list[dict[str, Any]]:
     """Per-matrix convergence of the batched solver CuPy uses, and whether CuPy reports it.
 
@@ -28,6 +31,7 @@ def cupy_solver_status(
         sizes: matrix sizes.
         batch: matrices per size.
         seed: torch generator seed.
+        device: ``"cuda"``; ``"cpu"`` only for tests through a fake CuPy.
 
     Returns:
         One dict per n.
@@ -36,20 +40,23 @@ def cupy_solver_status(
         RuntimeError: without CUDA or CuPy.
     """
 
-    if not (torch.cuda.is_available() and _cupy_bridge.cupy_available()):
+    if not _cupy_bridge.cupy_available() or (device == "cuda" and not torch.cuda.is_available()):
         raise RuntimeError("cupy_solver_status needs a CUDA GPU and CuPy")
     import cupy
     import cupyx
 
     rows = []
     for n in sizes:
-        g = torch.Generator(device="cuda").manual_seed(seed)
-        B = torch.randn(batch, n, n, device="cuda", generator=g)
+        g = torch.Generator(device=device).manual_seed(seed)
+        B = torch.randn(batch, n, n, device=device, generator=g)
         A = ((B + B.mT) / 2).contiguous()
-        torch.cuda.synchronize()
-        a = cupy.from_dlpack(A)
-        # The bridge's own call: the same solver the CuPy backend runs, status kept.
-        w, v, info = _cupy_bridge._syevj_batched(a, lower=True, vectors=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        # The bridge's own call, on torch's stream: the solver the CuPy backend runs, status kept.
+        stream = _cupy_bridge._TorchStream(torch.cuda.current_stream().cuda_stream)
+        with cupy.cuda.Stream.from_external(stream):
+            a = cupy.from_dlpack(A)
+            w, v, info = _cupy_bridge._syevj_batched(a, lower=True, vectors=True)
         cupy.cuda.Device().synchronize()
         info_t = torch.from_dlpack(info).cpu()
         W = torch.from_dlpack(w).double()

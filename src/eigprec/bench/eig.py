@@ -43,21 +43,88 @@ __all__ = [
     "SIZES",
     "add_arguments",
     "candidates",
+    "cupy_smoke",
     "cupy_solver_status",
     "inverse_iteration",
     "measure_grid",
     "provenance",
     "record",
     "run",
+    "torch_eigh_batching",
     "validate_record",
 ]
 
-SCHEMA = "eigprec.bench.eig/2"
+SCHEMA = "eigprec.bench.eig/3"
 SIZES = (16, 32, 33, 45, 64, 100)
 BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
 TARGETS = {"forward_speedup": 300.0, "train_speedup": 10.0, "train_over_forward": 3.0}
 SUBGRADIENTS = ("eigenvector", "mean")
+#: From this torch release, ``torch.linalg.eigh`` on CUDA reaches cuSOLVER's batched solver
+#: for every n (pytorch PR 175403; before, only for n <= 32: pytorch issue 175585).
+TORCH_BATCHES_EVERY_N = (2, 12)
+
+
+def torch_eigh_batching(version: str | None = None) -> dict[str, Any]:
+    """What the installed torch's batched ``eigh`` does on CUDA, for the record and its reader.
+
+    Args:
+        version: a torch version string (default: the installed ``torch.__version__``).
+
+    Returns:
+        ``{"torch", "batched_every_n", "note"}``: the version, whether ``eigh`` on a CUDA
+        batch reaches cuSOLVER's batched solver for every n (torch >= 2.12) or loops over the
+        batch for n > 32, and a sentence saying so.
+
+    Example:
+        >>> torch_eigh_batching("2.11.0+cu130")["batched_every_n"]
+        False
+        >>> torch_eigh_batching("2.13.0")["batched_every_n"]
+        True
+    """
+    version = torch.__version__ if version is None else version
+    every_n = torch.torch_version.TorchVersion(version) >= TORCH_BATCHES_EVERY_N
+    if every_n:
+        note = (
+            f"torch {version} batches eigh on CUDA for every n (from 2.12): "
+            "CuPy's batched Jacobi is timed against an already batched torch"
+        )
+    else:
+        note = (
+            f"torch {version} loops eigh over a CUDA batch for n > 32 (before 2.12): "
+            "that is where CuPy's batched Jacobi is expected to help"
+        )
+    return {"torch": version, "batched_every_n": bool(every_n), "note": note}
+
+
+def cupy_smoke(device: str = "cuda", n: int = 8, batch: int = 4) -> str | None:
+    """One small CuPy solve, checked against torch, before the timing grid relies on CuPy.
+
+    Args:
+        device: the device the grid runs on.
+        n: matrix size.
+        batch: matrices.
+
+    Returns:
+        None when ``kth_eigvalsh(backend="cupy")`` worked and agreed with torch, else the
+        reason it cannot be used (the grid then runs on torch alone).
+
+    Example:
+        >>> cupy_smoke("cpu") is not None  # CuPy needs a CUDA tensor
+        True
+    """
+    try:
+        g = torch.Generator().manual_seed(1)
+        B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
+        A = ((B + B.mT) / 2).to(device)
+        got = kth_eigvalsh(A, -1, backend="cupy")
+        want = torch.linalg.eigvalsh(A)[..., -1]
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4):
+            err = float((got - want).abs().max())
+            return f"kth_eigvalsh(backend='cupy') differs from torch by {err:.3g}"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def inverse_iteration(A: Tensor, k: int, backend: str) -> Tensor:
@@ -256,8 +323,12 @@ def record(
     max_repeats: int = 10,
     budget_s: float = 240.0,
     per_candidate_s: float = 1.0,
+    _cupy_on_cpu: bool = False,
 ) -> dict[str, Any]:
     """Measure the grid, the stream race, the inverse-iteration trade-off and CuPy's status.
+
+    A small CuPy solve runs first (:func:`cupy_smoke`); where it fails the record says
+    ``"skipped: <reason>"`` for CuPy and goes on with torch alone.
 
     Args:
         device: ``"cuda"``; ``"cpu"`` runs the torch parts on the CPU (record-layout tests).
@@ -267,6 +338,7 @@ def record(
         budget_s: seconds for the whole record: the grid gets all but a reserve for the
             sections after it; configurations beyond it are listed as skipped.
         per_candidate_s: timed seconds per candidate and configuration.
+        _cupy_on_cpu: tests only: take the CuPy branches on the CPU (a fake CuPy).
 
     Returns:
         The record (see :func:`validate_record`).
@@ -278,10 +350,14 @@ def record(
 
     start = time.monotonic()
     skipped: list[dict[str, str]] = []
-    cupy_ok = device == "cuda" and _cupy_bridge.cupy_available()
+    cupy_ok = _cupy_bridge.cupy_available() and (device == "cuda" or _cupy_on_cpu)
+    smoke = cupy_smoke(device) if cupy_ok else f"no CuPy on {device}"
+    if cupy_ok and smoke is not None:
+        cupy_ok = False
+        smoke = f"the smoke call failed: {smoke}"
     backends = ["cupy", "torch"] if cupy_ok else ["torch"]
     if not cupy_ok:
-        skipped.append({"what": "kth_eigvalsh backend cupy", "why": f"no CuPy on {device}"})
+        skipped.append({"what": "kth_eigvalsh backend cupy", "why": f"skipped: {smoke}"})
     rows, later = measure_grid(
         _configs(sizes, batches),
         backends,
@@ -314,6 +390,8 @@ def record(
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "provenance": provenance(device),
+        "torch_eigh": torch_eigh_batching(),
+        "cupy_smoke": "ok" if cupy_ok else f"skipped: {smoke}",
         "settings": {
             "dtype": "float32",
             "k": HEADLINE["k"],
@@ -336,7 +414,7 @@ def record(
 
         out["stream_race"] = _guarded("stream race", stream_race_demo, skipped)
         out["cupy_solver_status"] = _guarded(
-            "cupy solver status", lambda: cupy_solver_status(sizes), skipped
+            "cupy solver status", lambda: cupy_solver_status(sizes, device=device), skipped
         )
     else:
         out["stream_race"] = out["cupy_solver_status"] = None
@@ -364,6 +442,8 @@ def record(
 _TOP = {
     "schema": str,
     "provenance": dict,
+    "torch_eigh": dict,
+    "cupy_smoke": str,
     "settings": dict,
     "targets": dict,
     "grid": list,
@@ -390,6 +470,8 @@ def validate_record(record: Any) -> None:
         ValueError: eig record: missing 'provenance'
     """
     check_top_level(record, "eig", SCHEMA, _TOP)
+    if record["torch_eigh"].get("torch") != record["provenance"].get("torch"):
+        raise ValueError("eig record: torch_eigh.torch differs from provenance.torch")
     for key in _PROVENANCE:
         if key not in record["provenance"]:
             raise ValueError(f"eig record: missing provenance.{key}")
@@ -471,6 +553,8 @@ def report(rec: dict[str, Any]) -> None:
     """Print the headline, the backward costs, the race and what was skipped."""
     p = rec["provenance"]
     print(f"{p['gpu']}: torch {p['torch']} (CUDA {p['cuda']}), CuPy {p['cupy']}")
+    print(f"  {rec['torch_eigh']['note']}")
+    print(f"  CuPy smoke call: {rec['cupy_smoke']}")
     for row in rec["grid"]:
         if (row["n"], row["batch"]) != (HEADLINE["n"], HEADLINE["batch"]):
             continue

@@ -86,8 +86,45 @@ def from_bunch(raw: Any, source: str) -> dict[str, Any]:
     }
 
 
+#: Seconds the download host gets to answer before the stand-in is used.
+HOUSING_CONNECT_TIMEOUT_S = 3.0
+
+
+def _host_unreachable(url: str, timeout: float) -> str | None:
+    """Why ``url``'s host cannot be reached within ``timeout`` seconds, or None.
+
+    Name lookup and connection run in a daemon thread: ``socket.create_connection``'s
+    timeout does not bound the lookup, which on an offline machine can hang far longer.
+    """
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(None)
+        except OSError as exc:
+            result.append(f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not result:
+        return f"offline: {host} did not answer within {timeout:g} s"
+    return None if result[0] is None else f"offline: {host} unreachable ({result[0]})"
+
+
 def load_housing(seed: int = 0, allow_download: bool = True) -> dict[str, Any]:
     """California Housing (20640 × 8) from scikit-learn, or the synthetic stand-in offline.
+
+    The cached copy is used where there is one. Otherwise the download host gets
+    :data:`HOUSING_CONNECT_TIMEOUT_S` seconds to answer before anything is downloaded, so an
+    offline machine never waits on the network: it gets the stand-in and a note saying why.
 
     Args:
         seed: seed of the stand-in (unused when the real data loads).
@@ -109,7 +146,18 @@ def load_housing(seed: int = 0, allow_download: bool = True) -> dict[str, Any]:
 
             with warnings.catch_warnings():  # its retry warnings say what `note` says
                 warnings.simplefilter("ignore")
-                raw = fetch_california_housing(n_retries=1, delay=0.5)
+                try:
+                    raw = fetch_california_housing(download_if_missing=False)
+                except OSError:  # not cached: download, if the host answers at once
+                    from sklearn.datasets import _california_housing
+
+                    url = getattr(getattr(_california_housing, "ARCHIVE", None), "url", "")
+                    offline = _host_unreachable(
+                        url or "https://ndownloader.figshare.com", HOUSING_CONNECT_TIMEOUT_S
+                    )
+                    if offline:
+                        raise OSError(offline) from None
+                    raw = fetch_california_housing(n_retries=1, delay=0.5)
             return from_bunch(raw, "california_housing")
         except Exception as exc:  # offline, no scikit-learn, corrupt cache: use the stand-in
             note = f"{type(exc).__name__}: {exc}"

@@ -300,7 +300,7 @@ def _directive(name: str, args: str, body: list[str], ctx: Context, where: str) 
     if body and body[0].strip() == "---":
         end = body.index("---", 1) if "---" in body[1:] else 0
         body = body[end + 1 :]
-    inner = convert_markdown("\n".join(body), ctx, where).splitlines()
+    inner = convert_markdown("\n".join(body), ctx, where).strip("\n").splitlines()
     if name in ADMONITIONS:
         title = args.strip() if args.strip() else name.capitalize()
         title = _replace_roles(title, ctx, where)

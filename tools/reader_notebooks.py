@@ -67,6 +67,8 @@ class Statement:
     needs: set[str]
     lazy: set[str]  # names used inside function bodies: needed only when called
     plumbing: bool  # an assertion or a glue call: never shown to the reader
+    mutates: set[str] = field(default_factory=set)  # rows.append(...), shown["x"] = ...
+    write_only: set[str] = field(default_factory=set)  # read only to be changed
     kept: bool = False
 
 
@@ -140,6 +142,68 @@ def _bound_in(node: ast.AST) -> set[str]:
     return bound
 
 
+MUTATORS = frozenset(
+    "append extend insert update add setdefault pop popitem remove discard clear sort "
+    "reverse".split()
+)
+
+
+def _mutated(node: ast.AST) -> set[str]:
+    """Names whose object the statement changes in place (not rebinds)."""
+    return set(_mutation_bases(node))
+
+
+def _write_only(node: ast.AST) -> set[str]:
+    """Names the statement reads only to change their object (``shown["x"] = v``): it
+    needs the object to exist, not what hidden cells put in it."""
+    loads: dict[str, int] = {}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+    # Reading back a constant key the statement itself stored (shown["x"] = v; …shown["x"])
+    # needs nothing the hidden cells put there either.
+    stored = {
+        (n.value.id, n.slice.value)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Store)
+        and isinstance(n.value, ast.Name)
+        and isinstance(n.slice, ast.Constant)
+    }
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name)
+            and isinstance(n.slice, ast.Constant)
+            and (n.value.id, n.slice.value) in stored
+        ):
+            loads[n.value.id] -= 1
+    bases = _mutation_bases(node, direct=True)
+    return {name for name, count in bases.items() if loads.get(name) == count}
+
+
+def _mutation_bases(node: ast.AST, direct: bool = False) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in ast.walk(node):
+        target = None
+        if isinstance(n, ast.Subscript | ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del):
+            target = n.value
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript | ast.Attribute):
+            target = n.target.value
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in MUTATORS
+        ):
+            target = n.func.value
+        while not direct and isinstance(target, ast.Subscript | ast.Attribute):
+            target = target.value
+        if isinstance(target, ast.Name):
+            out[target.id] = out.get(target.id, 0) + 1
+    return out
+
+
 def _is_plumbing(node: ast.AST) -> bool:
     for n in ast.walk(node):
         if isinstance(n, ast.Assert):
@@ -167,8 +231,16 @@ def _statements(source: str, cell: int) -> list[tuple[ast.stmt, str]]:
     return out
 
 
-def _require(names: set[str], state: Analysis, before: int, who: str, strict: bool) -> None:
-    """Keep the dropped statements defining ``names``; fail where none can be kept."""
+def _require(
+    names: set[str],
+    state: Analysis,
+    before: int,
+    who: str,
+    strict: bool,
+    write_only: frozenset[str] | set[str] = frozenset(),
+) -> None:
+    """Keep the dropped statements defining ``names`` (and, unless the reader only
+    writes into it, changing their object); fail where none can be kept."""
     for name in sorted(names - state.defined - KERNEL_NAMES):
         providers = [s for s in state.dropped if s.cell < before and name in s.defines]
         if not providers:
@@ -187,8 +259,39 @@ def _require(names: set[str], state: Analysis, before: int, who: str, strict: bo
                 f"move the definition out of it:\n{stmt.source}"
             )
         stmt.kept = True
-        _require(stmt.needs, state, stmt.cell + 1, f"{who} (through cell {stmt.cell})", strict)
+        _require(
+            stmt.needs,
+            state,
+            stmt.cell + 1,
+            f"{who} (through cell {stmt.cell})",
+            strict,
+            stmt.write_only,
+        )
         _require(stmt.lazy, state, stmt.cell + 1, f"{who} (through cell {stmt.cell})", False)
+        # What dropped cells add to the object before the visible cell reads it counts too
+        # (a table's rows appended in a hidden loop).
+        start = state.dropped.index(stmt)
+        for later in state.dropped[start + 1 :] if name not in write_only else ():
+            if later.cell >= before or later.kept or name not in later.mutates:
+                continue
+            if later.defines & {name}:
+                break  # rebound: what came before is no longer the object read
+            if later.plumbing:
+                raise GenerationError(
+                    f"{who} needs `{name}`, which remove-cell cell {later.cell} changes in a "
+                    f"statement that also asserts or glues, so it cannot be kept for the "
+                    f"reader; move the change out of it:\n{later.source}"
+                )
+            later.kept = True
+            _require(
+                later.needs,
+                state,
+                later.cell + 1,
+                f"{who} (through cell {later.cell})",
+                strict,
+                later.write_only,
+            )
+            _require(later.lazy, state, later.cell + 1, f"{who} (through cell {later.cell})", False)
 
 
 def _tags(cell: dict) -> set[str]:
@@ -331,9 +434,20 @@ def reader_notebook(
             if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
                 state.star = True
             if "remove-cell" in _tags(cell):
-                state.dropped.append(Statement(i, text, defines, reads, lazy, _is_plumbing(stmt)))
+                state.dropped.append(
+                    Statement(
+                        i,
+                        text,
+                        defines,
+                        reads,
+                        lazy,
+                        _is_plumbing(stmt),
+                        _mutated(stmt) - defines,
+                        _write_only(stmt),
+                    )
+                )
                 continue
-            _require(reads, state, i, who, strict=True)
+            _require(reads, state, i, who, strict=True, write_only=_write_only(stmt))
             _require(lazy, state, i, who, strict=False)
             state.defined |= defines
     kept_by_cell: dict[int, list[str]] = {}

@@ -191,3 +191,42 @@ def test_command_line_fails_with_the_message_and_writes_download_copies(tmp_path
 def test_pages_come_from_the_table_of_contents_including_sections():
     toc = {"root": "a", "chapters": [{"file": "b", "sections": [{"file": "b1"}]}], "parts": []}
     assert rn.toc_pages(toc) == ["a", "b", "b1"]
+
+
+def test_what_hidden_cells_add_to_a_kept_object_is_kept_too(tmp_path):
+    cells = [
+        "from eigprec.book import glue",
+        "rows = []\nfor k in range(3):\n    rows.append(k)\nassert len(rows) == 3",
+        "print(rows)",
+        "x = 1",
+    ]
+    book = _book(tmp_path, cells, {1: ["remove-cell"]}, PROSE)
+    nb = _generate(book)
+    kept = next(c["source"] for c in nb["cells"] if "rows = []" in c["source"])
+    assert "rows.append(k)" in kept and "assert" not in kept
+
+
+def test_a_change_inside_a_guard_to_an_object_a_visible_cell_reads_fails(tmp_path):
+    cells = [
+        "from eigprec.book import glue",
+        "rows = []\nfor k in range(3):\n    rows.append(k)\n    assert k < 3",
+        "print(rows)",
+        "x = 1",
+    ]
+    book = _book(tmp_path, cells, {1: ["remove-cell"]}, PROSE)
+    with pytest.raises(GenerationError, match=r"cell 4 \(id c2\) needs `rows`.*changes"):
+        _generate(book)
+
+
+def test_a_visible_cell_that_only_writes_into_an_object_needs_only_the_object(tmp_path):
+    cells = [
+        "from eigprec.book import glue",
+        "shown = {}",
+        "for k in range(3):\n    shown[k] = k\n    glue(f'k{k}', k)",
+        "shown['mine'] = 2\nprint(shown['mine'])",
+        "x = 1",
+    ]
+    book = _book(tmp_path, cells, {1: ["remove-cell"], 2: ["remove-cell"]}, PROSE)
+    nb = _generate(book)
+    kept = [c["source"] for c in nb["cells"] if c["source"].startswith("#@title Definitions")]
+    assert kept == ["#@title Definitions the next cells use (hidden on the page)\nshown = {}"]

@@ -117,6 +117,10 @@ def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path
     assert "> **Note**\n>\n> Mind 3 things." in md and "> **Details**" in md
     assert "$$a = b$$" in md and "print('{not a role}')" in md
     assert "*Figure 1.* A 3 plot." in md
+    assert md.endswith(
+        "## References\n\n- Smith, Ann; Jones, Bo (2020). *A paper*. J. Things. "
+        "<https://doi.org/10.1000/xyz>"
+    )
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     install = code[0]["source"]
     assert 'if "google.colab" in sys.modules:' in install

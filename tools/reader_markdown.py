@@ -46,6 +46,7 @@ class Reference:
 
 
 def _latex(text: str) -> str:
+    text = re.sub(r"\\url\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\(?:texttt|emph|textit|textbf)\{([^{}]*)\}", r"\1", text)
     text = text.replace("\\&", "&").replace("\\#", "#").replace("\\_", "_").replace("--", "–")
     return re.sub(r"[{}]", "", text).replace("\\", "").strip()
@@ -74,13 +75,16 @@ def load_bibliography(paths: list[Path]) -> dict[str, Reference]:
                 link = f"https://doi.org/{f['doi']}"
             elif f.get("url"):
                 link = f["url"]
+            else:
+                found = re.search(r"https?://\S+", " ".join(f.values()))
+                link = found.group(0).rstrip(".,;") if found else None
             venue = (
                 f.get("journal")
                 or f.get("booktitle")
                 or f.get("howpublished")
                 or f.get("publisher")
             )
-            names = ", ".join(_latex(str(p)) for p in people) or "Anonymous"
+            names = "; ".join(_latex(str(p)) for p in people) or "Anonymous"
             parts = [f"{names} ({f.get('year', 'n.d.')}).", f"*{f.get('title', key)}*."]
             if venue:
                 parts.append(f"{venue}.")
@@ -104,6 +108,7 @@ class Context:
     glue: dict[str, dict] = field(default_factory=dict)
     page: str = ""
     attachments: dict[str, dict] = field(default_factory=dict)
+    cited: list[str] = field(default_factory=list)
 
     @classmethod
     def from_book(cls, root: Path, pages: list[str], config: dict, bib: dict, ref: str) -> Context:
@@ -208,6 +213,8 @@ class Context:
             if key not in self.bibliography:
                 raise GenerationError(f"{where}: no reference {key!r} in the bibliography")
             r = self.bibliography[key]
+            if key not in self.cited:
+                self.cited.append(key)
             year = f"[{r.year}]({r.link})" if r.link else r.year
             out.append(
                 f"{r.authors} ({year})"

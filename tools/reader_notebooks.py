@@ -418,6 +418,7 @@ def reader_notebook(
     """
     ctx.glue = _glue_store(executed, glue_file)
     ctx.page = page
+    ctx.cited = []
     cells = executed["cells"]
     install = install_source(ctx.repo_url, ctx.ref)
     state = Analysis()
@@ -489,7 +490,10 @@ def reader_notebook(
         if rest:
             meta["tags"] = rest
         if tags & set(COLLAPSED):
-            src = _collapsed(src, "Code behind the output below (hidden on the page)")
+            outputs_shown = bool(cell.get("outputs")) and "remove-output" not in tags
+            what = "Code behind the output below" if outputs_shown else "Set-up code"
+            how = "hidden" if "remove-input" in tags else "collapsed"
+            src = _collapsed(src, f"{what} ({how} on the page)")
             meta["cellView"] = "form"
         outputs = [] if "remove-output" in tags else _visible_outputs(cell.get("outputs", []))
         out.append(_code_cell(src, outputs, meta, cid))
@@ -498,6 +502,9 @@ def reader_notebook(
             figures += 1
             caption = convert_markdown(figure["caption"], ctx, f"{page} cell {i} caption")
             out.append(_markdown_cell(f"*Figure {figures}.* {caption}", f"{cid}-caption"))
+    if ctx.cited:
+        refs = "\n".join(f"- {ctx.bibliography[k].text}" for k in ctx.cited)
+        out.append(_markdown_cell(f"## References\n\n{refs}", "reader-references"))
     return {
         "cells": out,
         "metadata": {

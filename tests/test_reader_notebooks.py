@@ -34,7 +34,7 @@ bibtex_bibfiles:
 BIB = """\
 @article{smith2020,
   title = {A paper},
-  author = {Smith, Ann and Jones, Bo},
+  author = {Smith, Ann and J{\\'o}nes, Bo},
   journal = {J. Things},
   year = {2020},
   doi = {10.1000/xyz}
@@ -109,8 +109,8 @@ def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path
     md = "\n".join(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
     assert MYST.search(md) is None, MYST.search(md)
     assert "We ran 3 trials; pi is 3.14 and the animal cat." in md
-    assert "(Smith & Jones, [2020](https://doi.org/10.1000/xyz))" in md
-    assert "Smith & Jones ([2020](https://doi.org/10.1000/xyz))" in md
+    assert "(Smith & Jónes, [2020](https://doi.org/10.1000/xyz))" in md
+    assert "Smith & Jónes ([2020](https://doi.org/10.1000/xyz))" in md
     assert "](https://org.github.io/repo/book/page.html#fig-x)" in md
     assert "[Start here](https://org.github.io/repo/book/intro.html#sec-start)" in md
     assert "[Intro](https://org.github.io/repo/book/intro.html)" in md
@@ -118,7 +118,7 @@ def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path
     assert "$$a = b$$" in md and "print('{not a role}')" in md
     assert "*Figure 1.* A 3 plot." in md
     assert md.endswith(
-        "## References\n\n- Smith, Ann; Jones, Bo (2020). *A paper*. J. Things. "
+        "## References\n\n- Smith, Ann; Jónes, Bo (2020). *A paper*. J. Things. "
         "<https://doi.org/10.1000/xyz>"
     )
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]

@@ -46,8 +46,13 @@ class Reference:
 
 
 def _latex(text: str) -> str:
+    import codecs
+
+    import latexcodec  # noqa: F401  (pybtex's dependency; registers the "ulatex" codec)
+
     text = re.sub(r"\\url\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\(?:texttt|emph|textit|textbf)\{([^{}]*)\}", r"\1", text)
+    text = codecs.decode(text, "ulatex")  # accents: {\'e} -> é
     text = text.replace("\\&", "&").replace("\\#", "#").replace("\\_", "_").replace("--", "–")
     return re.sub(r"[{}]", "", text).replace("\\", "").strip()
 

@@ -15,7 +15,6 @@ import re
 from ast import literal_eval
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 __all__ = ["Context", "GenerationError", "convert_markdown", "load_bibliography"]
 
@@ -405,7 +404,3 @@ def convert_markdown(text: str, ctx: Context, where: str) -> str:
             f"{where}: MyST syntax left after conversion: {result[leftover.start() :][:60]!r}"
         )
     return result
-
-
-def host(url: str) -> str:
-    return urlsplit(url).netloc

@@ -26,13 +26,15 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CACHE_INPUTS := src book/data requirements.txt pyproject.toml
 
 .PHONY: book test env lint unit cache-key strict-book site-check colab-check publish strip \
-	linkcheck clean help
+	linkcheck notebooks clean help
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
 	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors,"
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
-	@echo "            and run every chapter as Colab would"
+	@echo "            and run every reader's notebook as Colab would"
+	@echo "make notebooks  the reader's notebooks (Colab, Download) from the executed build,"
+	@echo "            into $(BUILD)/notebooks (also run by make book and make publish)"
 	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
 	@echo "make linkcheck  follow every external link of the book (chapters not executed)"
 	@echo "make env TORCH_INDEX=...  choose where torch comes from (default: auto, see Makefile)"
@@ -85,8 +87,19 @@ cache-key: env
 	  mkdir -p $(BUILD); echo "$$key" > $(CACHE_KEY_FILE); \
 	fi
 
+# The reader's notebook of every chapter page (issue 25): what "Open in Colab" and the
+# Download button give, generated from the executed build (_build/jupyter_execute) with
+# glued values filled in, no MyST syntax, no guard cells, outputs kept, and the install
+# pinned to the commit built. The site's download copies (_sources/) are replaced by them.
+READER_NOTEBOOKS := $(PY) tools/reader_notebooks.py --executed $(BUILD)/jupyter_execute \
+	--out $(BUILD)/notebooks --html $(BUILD)/html
+
+notebooks: env
+	$(READER_NOTEBOOKS)
+
 book: cache-key
 	$(JB)
+	$(READER_NOTEBOOKS)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
 
 lint: env
@@ -102,6 +115,7 @@ unit: env
 strict-book: env
 	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(BUILD)/html $(CACHE_KEY_FILE)
 	$(JB) --all -W -n
+	$(READER_NOTEBOOKS)
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)
 
 # The built site as a reader meets it: internal links and anchors, no asset from the
@@ -130,13 +144,22 @@ publish: env
 	  rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees; \
 	fi
 	$(JB) -W -n
+	$(READER_NOTEBOOKS)
 	@mkdir -p $(BUILD)/.jupyter_cache; echo $(CONTENT_KEY) > $(PUBLISH_KEY_FILE)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
 
-# Every chapter once more, as Colab runs it: a fresh environment without eigprec
-# where only the setup cell's %pip install (pointed at this checkout) provides it.
+# Every reader's notebook (what Colab opens; written by the build before it) run once
+# as Colab runs it: a fresh environment without eigprec where only the install cell's
+# %pip install (pointed at this checkout) provides it. This is the chapters' second
+# execution in `make test`, not a third. A failing notebook's executed copy and
+# traceback are left in $(BUILD)/colab/failed/.
 colab-check: env
-	$(PY) tools/colab_check.py $(sort $(wildcard book/*.ipynb)) --workdir $(BUILD)/colab
+	@notebooks="$$(find $(BUILD)/notebooks -name '*.ipynb' 2>/dev/null | sort)"; \
+	if [ -z "$$notebooks" ]; then \
+	  echo "colab-check: no reader's notebooks in $(BUILD)/notebooks; run make book first" >&2; \
+	  exit 1; \
+	fi; \
+	$(PY) tools/colab_check.py $$notebooks --workdir $(BUILD)/colab
 
 test: lint unit strict-book site-check colab-check
 	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"

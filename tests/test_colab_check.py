@@ -114,3 +114,28 @@ def test_raising_cell_fails_naming_it(tmp_path):
     assert result.returncode == 1
     assert "broken.ipynb: cell 2 failed in Colab" in out
     assert "ValueError: chapter broke" in out
+    # The failure can be read afterwards: the executed copy, error output included, and
+    # the traceback, under the work folder (_build/colab/failed/ in `make test`).
+    failed = tmp_path / "work" / "failed"
+    assert f"executed copy: {failed / 'broken.ipynb'}" in out
+    kept = json.loads((failed / "broken.ipynb").read_text())
+    errors = [o for c in kept["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert [e["evalue"] for e in errors] == ["chapter broke"]
+    assert "ValueError: chapter broke" in (failed / "broken.traceback.txt").read_text()
+
+
+def test_replace_install_url_accepts_a_pinned_install(tmp_path):
+    pinned = '%pip install -q "eigprec @ git+https://github.com/eigprec/eigen-precision@0a1b2c3"'
+    replaced = colab_check.replace_install_url(pinned, URL, tmp_path)
+    assert replaced == f'%pip install -q "eigprec @ {tmp_path.resolve().as_uri()}"'
+
+
+def test_the_install_cell_may_follow_markdown_cells(tmp_path):
+    # A reader's notebook opens with its provenance note; the install is the first code cell.
+    path = _notebook(tmp_path, "reader", "".join(SETUP["source"]), "import eigprec")
+    nb = json.loads(path.read_text())
+    nb["cells"].insert(0, {"cell_type": "markdown", "id": "m0", "metadata": {}, "source": "# A"})
+    path.write_text(json.dumps(nb))
+    result = _run(tmp_path, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok   reader.ipynb" in result.stdout

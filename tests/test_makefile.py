@@ -9,6 +9,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -275,3 +276,67 @@ def test_make_linkcheck_builds_links_only_without_executing(fake_venv, fake_bin,
     suppressed = derived["sphinx"]["config"].pop("suppress_warnings")
     assert suppressed == [*original["sphinx"]["config"].pop("suppress_warnings", []), "mystnb.glue"]
     assert derived == original
+
+
+FAKE_BUILD = """\
+import json, re, sys
+from pathlib import Path
+
+# Stands in for jupyter-book: an "executed" copy of each chapter, every glued value 1.
+build = Path(sys.argv[1])
+for source in sorted(Path("book").glob("*.ipynb")):
+    nb = json.loads(source.read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"]) + json.dumps(nb)
+    keys = {m.split(":")[0] for m in re.findall(r"\\{glue(?::\\w*)?\\}`([^`]+)`", text)}
+    glue = {k: {"data": {"text/plain": "1", "text/markdown": "1"}} for k in keys}
+    out = build / "jupyter_execute" / "book"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / source.name).write_text(json.dumps(nb))
+    (out / f"{source.stem}.glue.json").write_text(json.dumps(glue))
+"""
+
+
+@needs_make
+def test_make_book_writes_a_readers_notebook_per_chapter_from_the_build(
+    fake_venv, fake_bin, tmp_path
+):
+    _installed(fake_venv)
+    build = tmp_path / "build"
+    (fake_venv / "bin" / "jupyter-book").write_text(
+        f"#!{sys.executable}\n" + FAKE_BUILD.replace("sys.argv[1]", repr(str(build)))
+    )
+    (fake_venv / "bin" / "jupyter-book").chmod(0o755)
+    result = _make("book", fake_venv, fake_bin, BUILD=str(build))
+    assert result.returncode == 0, result.stdout + result.stderr
+    chapters = sorted(p.stem for p in (ROOT / "book").glob("*.ipynb"))
+    written = sorted(p.stem for p in (build / "notebooks" / "book").glob("*.ipynb"))
+    assert written == chapters and len(chapters) >= 3
+    for name in chapters:
+        nb = json.loads((build / "notebooks" / "book" / f"{name}.ipynb").read_text())
+        md = "\n".join(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+        assert not re.search(r"\{(glue|cite|numref|ref|doc|term|py:)[^}]*\}`", md), name
+        assert not re.search(r"^\s*(`{3,}|:{3,})\{", md, re.M), name
+        assert "%pip install" in next(c for c in nb["cells"] if c["cell_type"] == "code")["source"]
+        assert not any("remove-cell" in c["metadata"].get("tags", []) for c in nb["cells"])
+
+
+@needs_make
+def test_make_book_fails_when_no_readers_notebook_can_be_made(fake_venv, fake_bin, tmp_path):
+    _installed(fake_venv)
+    (fake_venv / "bin" / "jupyter-book").write_text("#!/bin/sh\nexit 0\n")
+    (fake_venv / "bin" / "jupyter-book").chmod(0o755)
+    result = _make("book", fake_venv, fake_bin, BUILD=str(tmp_path / "build"))
+    assert result.returncode != 0
+    assert "reader notebooks: book/" in result.stderr and "no executed notebook" in result.stderr
+
+
+def test_publish_and_the_strict_build_write_the_readers_notebooks_and_colab_runs_them():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("book", "strict-book", "publish"):
+        recipe = makefile.split(f"\n{target}:")[1].split("\n\n")[0]
+        assert "$(READER_NOTEBOOKS)" in recipe, target
+    colab = makefile.split("\ncolab-check:")[1].split("\n\n")[0]
+    assert "find $(BUILD)/notebooks" in colab and "book/*.ipynb" not in colab
+    # `make test` executes the chapters twice (strict build, Colab run), not three times.
+    test = re.search(r"^test: (.*)$", makefile, re.M).group(1).split()
+    assert test == ["lint", "unit", "strict-book", "site-check", "colab-check"]

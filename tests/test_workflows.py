@@ -207,7 +207,8 @@ def test_a_failed_build_uploads_its_reports(name, job):
     steps = _workflow(name)["jobs"][job]["steps"]
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"] == "failure()"
-    assert set(upload["with"]["path"].split()) == REPORTS
+    colab = {"_build/colab/failed"} if name == "ci.yml" else set()  # only make test runs it
+    assert set(upload["with"]["path"].split()) == REPORTS | colab
     # Before upload-pages-artifact, whose step a failure skips anyway.
     assert steps.index(upload) == len(steps) - 1 or "upload-pages-artifact" in str(
         steps[steps.index(upload) + 1]
@@ -228,6 +229,7 @@ def test_actions_are_on_a_major_tag_and_dependabot_keeps_them_current():
         "actions/setup-python",
         "actions/cache",
         "actions/upload-artifact",
+        "actions/download-artifact",
         "actions/upload-pages-artifact",
         "actions/deploy-pages",
     }, used
@@ -250,28 +252,87 @@ def test_weekly_runs_on_a_schedule_and_by_hand(weekly):
     assert weekly["permissions"] == {"contents": "read"}
 
 
-def test_colab_job_runs_every_chapter_in_colabs_image_unchanged(weekly, tmp_path):
+def test_colab_job_runs_the_readers_notebooks_in_colabs_image_unchanged(weekly, tmp_path):
     job = weekly["jobs"]["colab"]
     assert job["env"]["COLAB_IMAGE"] == "us-docker.pkg.dev/colab-images/public/runtime"
+    # What the pages' Colab buttons open: the notebooks branch, checked out beside main.
+    reader = next(s for s in job["steps"] if s.get("with", {}).get("ref") == "notebooks")
+    assert reader["uses"].startswith("actions/checkout@") and reader["with"]["path"] == "reader"
     run = next(s["run"] for s in job["steps"] if "docker run" in s.get("run", ""))
     assert '"$COLAB_IMAGE" /book/tools/colab_container.sh /out' in run
-    assert "for nb in book/*.ipynb" in run
+    assert "for nb in reader/book/*.ipynb" in run and "book/*.ipynb; do" not in run.replace(
+        "reader/book/*.ipynb; do", ""
+    )
     assert "docker pull" in _steps(job)
-    # The notebooks go in as committed: nothing rewrites them on the way.
+    # The notebooks go in as published: nothing rewrites them on the way.
     assert "sed" not in run and "colab_check" not in run
-    # The loop hands every chapter to the container, as paths inside it.
+    # The loop hands every reader's notebook to the container, as paths inside it.
+    (tmp_path / "reader" / "book").mkdir(parents=True)
+    for name in ("a.ipynb", "b.ipynb"):
+        (tmp_path / "reader" / "book" / name).write_text("{}")
     script = run.split("# Writable")[0]
     out = subprocess.run(
         ["bash", "-c", script + 'printf "%s\\n" "${notebooks[@]}"'],
-        cwd=ROOT,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
-    chapters = sorted(f"/book/book/{p.name}" for p in (ROOT / "book").glob("*.ipynb"))
-    assert out.stdout.split() == chapters and len(chapters) >= 3
+    assert out.stdout.split() == ["/book/reader/book/a.ipynb", "/book/reader/book/b.ipynb"]
     upload = next(s for s in job["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["if"] == "always()" and upload["with"]["path"] == "_build/colab-container"
+
+
+def test_book_workflow_force_pushes_the_readers_notebooks_from_main(book, tmp_path):
+    build = book["jobs"]["build"]["steps"]
+    upload = next(s for s in build if s.get("with", {}).get("name") == "reader-notebooks")
+    assert upload["with"]["path"] == "_build/notebooks"
+    assert upload["with"]["if-no-files-found"] == "error"
+    assert "make publish" in _steps(book["jobs"]["build"])  # which writes them
+    job = book["jobs"]["notebooks"]
+    assert job["needs"] == "build" and job["permissions"] == {"contents": "write"}
+    assert "github.ref == 'refs/heads/main'" in job["if"]
+    assert "github.event_name != 'pull_request'" in job["if"]
+    download = job["steps"][0]
+    assert download["uses"].startswith("actions/download-artifact@")
+    assert download["with"]["name"] == "reader-notebooks"
+    # Run the push script against a local bare repository standing in for GitHub.
+    push = job["steps"][1]
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    folder = tmp_path / "reader-notebooks" / "book"
+    folder.mkdir(parents=True)
+    (folder / "tf32.ipynb").write_text("{}")
+    script = push["run"].replace(
+        "https://x-access-token:${GITHUB_TOKEN}@github.com/${GITHUB_REPOSITORY}.git", str(remote)
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "GITHUB_SHA": "abc123",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "org/repo",
+    }
+    for _ in range(2):  # twice: the branch is replaced, not extended
+        proc = subprocess.run(
+            ["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        shutil.rmtree(tmp_path / "reader-notebooks" / ".git")
+    log = subprocess.run(
+        ["git", "--git-dir", str(remote), "log", "--format=%s", "notebooks"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert log == ["Reader's notebooks built from abc123"]
+    files = subprocess.run(
+        ["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "notebooks"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert files == ["README.md", "book/tf32.ipynb"]
 
 
 def test_linkcheck_job(weekly):

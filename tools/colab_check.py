@@ -11,14 +11,20 @@ What Colab does, and how it is imitated here without a network or a GPU:
 - ``google.colab`` is importable (a stand-in module) and imported when the kernel
   starts, as in Colab, so the setup cell's ``if "google.colab" in sys.modules:`` is
   true and its ``%pip install`` runs.
-- The setup cell's ``git+<repository URL>`` is replaced by ``file://`` and a copy of
-  the local checkout (the files git would publish: tracked and not-ignored ones), so
-  the package comes from this working tree; nothing else in the notebook changes.
+- The setup cell (the first code cell) installs ``git+<repository URL>``, pinned to a
+  commit (``@<ref>``, the reader's notebooks of tools/reader_notebooks.py) or not (the
+  chapter sources); that is replaced by ``file://`` and a copy of the local checkout
+  (the files git would publish: tracked and not-ignored ones), so the package comes
+  from this working tree; nothing else in the notebook changes.
 - Each notebook runs in its own empty folder (Colab's ``/content``): no ``book/data``.
 - After the last cell a check cell confirms that ``eigprec`` was imported from the
   fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
+- A notebook that fails leaves its executed copy (the error output in the failing
+  cell) and the traceback in ``<workdir>/failed/`` (``_build/colab/failed/`` in
+  ``make test``), so the failure can be read after the run.
 
-Usage: ``python tools/colab_check.py book/*.ipynb --workdir _build/colab``
+Usage: ``python tools/colab_check.py _build/notebooks/book/*.ipynb --workdir _build/colab``
+(``make colab-check`` runs the reader's notebooks that ``make notebooks`` wrote)
 """
 
 from __future__ import annotations
@@ -68,13 +74,14 @@ def repository_url(config: Path) -> str:
 
 
 def replace_install_url(setup_source: str, url: str, local: Path) -> str:
-    """The setup cell with ``git+<url>`` replaced by ``file://<local>``; nothing else."""
-    needle = f"git+{url}"
-    if setup_source.count(needle) != 1:
+    """The setup cell with ``git+<url>`` (or ``git+<url>@<ref>``) replaced by
+    ``file://<local>``; nothing else."""
+    needle = re.compile(rf"git\+{re.escape(url)}(@[\w./-]+)?(?![\w/])")
+    if len(needle.findall(setup_source)) != 1:
         raise ColabCheckError(
-            f"the setup cell must install from {needle} exactly once; it reads:\n{setup_source}"
+            f"the setup cell must install from git+{url} exactly once; it reads:\n{setup_source}"
         )
-    return setup_source.replace(needle, local.resolve().as_uri())
+    return needle.sub(lambda _: local.resolve().as_uri(), setup_source)
 
 
 def publishable_copy(root: Path, dest: Path) -> Path:
@@ -169,9 +176,9 @@ def run_notebook(path: Path, url: str, package: Path, workdir: Path, timeout: in
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
-    setup = nb.cells[0]
-    if setup.cell_type != "code":
-        raise ColabCheckError(f"{path.name}: the first cell must be the setup cell")
+    setup = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if setup is None:
+        raise ColabCheckError(f"{path.name}: no code cell, so no setup cell")
     setup.source = replace_install_url(setup.source, url, package)
     nb.cells.append(nbformat.v4.new_code_cell(CHECK_CELL))
     run_dir = workdir / "content" / path.stem
@@ -192,7 +199,11 @@ def run_notebook(path: Path, url: str, package: Path, workdir: Path, timeout: in
             (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _errored(c)), None
         )
         report = ANSI.sub("", str(exc))  # the kernel's coloured traceback, made plain
-        raise ColabCheckError(f"{path.name}: cell {index} failed in Colab:\n{report}") from exc
+        copy, trace = _keep_failure(nb, path, workdir, report)
+        raise ColabCheckError(
+            f"{path.name}: cell {index} failed in Colab:\n{report}\n"
+            f"executed copy: {copy}\ntraceback: {trace}"
+        ) from exc
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
     match = re.search(r"COLAB-CHECK (\{.*\})", text)
     if match is None:
@@ -206,6 +217,18 @@ def run_notebook(path: Path, url: str, package: Path, workdir: Path, timeout: in
             f"setup cell's install into {seen['prefix']}"
         )
     return seen
+
+
+def _keep_failure(nb, path: Path, workdir: Path, report: str) -> tuple[Path, Path]:
+    """Write the executed notebook and the traceback where they can be read afterwards."""
+    import nbformat
+
+    failed = workdir / "failed"
+    failed.mkdir(parents=True, exist_ok=True)
+    copy, trace = failed / path.name, failed / f"{path.stem}.traceback.txt"
+    nbformat.write(nb, copy)
+    trace.write_text(report + "\n", encoding="utf-8")
+    return copy, trace
 
 
 def _errored(cell: dict) -> bool:
@@ -230,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = []
     for path in args.notebooks:
         t0 = time.monotonic()
+        # A failure kept from an earlier run must not outlive a run that passes.
+        for stale in (f"{path.stem}.ipynb", f"{path.stem}.traceback.txt"):
+            (workdir / "failed" / stale).unlink(missing_ok=True)
         try:
             # A new Colab session per notebook: the previous one's install is gone.
             _, jupyter = make_environment(workdir)

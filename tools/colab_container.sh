@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every chapter notebook executed inside Colab's runtime container image, as a reader's
-# "Open in Colab" runs it: the notebook unchanged, its setup cell installing eigprec from
-# the repository on GitHub with Colab's own torch, numpy and matplotlib preinstalled.
+# Every reader's notebook executed inside Colab's runtime container image, as a reader's
+# "Open in Colab" runs it: the notebook unchanged (the weekly job takes them from the
+# `notebooks` branch the book workflow pushes; tools/reader_notebooks.py writes them), its
+# install cell installing eigprec from the repository on GitHub, at the commit the pages
+# were built from, with Colab's own torch, numpy and matplotlib preinstalled.
 # Run by .github/workflows/weekly.yml (job `colab`); tools/colab_check.py is the offline
 # imitation that `make test` runs.
 #

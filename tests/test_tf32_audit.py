@@ -539,3 +539,55 @@ def test_docstring_examples():
 
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- issue 21 item 1: an audit opened inside the emulator ---------------------------------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18, 2**25])
+def test_audit_inside_emulator_reports_tf32_and_float32_errors(float64_limit):
+    # The emulator rounds the user's product; the audit's float32 result must come from a
+    # clean run, not from the (emulated) user's one, or the TF32 error reads 0.
+    a, b = randn(256, 256, seed=1), randn(256, 256, seed=2)
+    with tf32_audit(float64_limit=float64_limit) as outside:
+        a @ b
+    with (
+        matmul_precision("high"),
+        emulate_tf32(),
+        tf32_audit(float64_limit=float64_limit) as inside,
+    ):
+        a @ b
+    want, got = only(outside), only(inside)
+    assert 1e-4 < want.norm_error < 1e-3
+    assert got.norm_error == pytest.approx(want.norm_error, rel=1e-6)
+    assert got.entry_error == pytest.approx(want.entry_error, rel=1e-6)
+    if float64_limit >= 256**3:
+        assert got.fp32_norm_error == pytest.approx(want.fp32_norm_error, rel=1e-6)
+        assert got.fp32_norm_error < 1e-5
+    else:
+        assert got.fp32_norm_error is None
+
+
+# --- issue 21 item 8 / issue 19 item 4: TF32 overflow is flagged, never error 0 ----------
+
+
+@pytest.mark.parametrize("float64_limit", [0, 2**18])
+def test_tf32_overflow_to_inf_is_flagged(float64_limit):
+    fmax = torch.finfo(torch.float32).max  # rounds up to 2**128 = inf in TF32
+    a = torch.tensor([[fmax, 1.0], [1.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    with tf32_audit(float64_limit=float64_limit) as report:
+        c = a @ b
+    assert torch.isfinite(c).all()  # the user's float32 result is finite
+    r = only(report)
+    assert r.tf32_nonfinite == 1
+    assert r.norm_error == math.inf and r.entry_error == math.inf
+    row = report.rows()[0]
+    assert row["TF32 inf/NaN calls"] == "1" and row["TF32 err. (norm)"] == "inf"
+
+
+def test_no_overflow_column_without_overflow():
+    with tf32_audit() as report:
+        randn(4, 4) @ randn(4, 4, seed=1)
+    assert only(report).tf32_nonfinite == 0
+    assert "TF32 inf/NaN calls" not in report.rows()[0]

@@ -7,7 +7,7 @@ reader), ``eigprec.chapters`` (each chapter's experiments and plots) and
 ``eigprec.bench`` (the command line that records GPU runs).
 """
 
-from .audit import AuditRecord, AuditReport, tf32_audit
+from .audit import Attribution, AuditRecord, AuditReport, SiteEffect, tf32_attribution, tf32_audit
 from .eig import default_cluster_tol, kth_eigvalsh
 from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from .runtime import RuntimeInfo, describe_runtime, full_scale
@@ -38,11 +38,13 @@ __all__ = [
     "MATMUL_PRECISIONS",
     "REKLS",
     "SOAP",
+    "Attribution",
     "AuditRecord",
     "AuditReport",
     "BackwardAfterExitWarning",
     "ClusterAngle",
     "RuntimeInfo",
+    "SiteEffect",
     "cluster_angles",
     "current_matmul_precision",
     "davis_kahan_bound",
@@ -61,6 +63,7 @@ __all__ = [
     "round_tf32",
     "split_tf32",
     "subspace_angle",
+    "tf32_attribution",
     "tf32_audit",
     "tf32_matmul_enabled",
     "tf32_mode",

@@ -24,9 +24,10 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
+from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
-from eigprec._tf32_dispatch import _ieee_cpu
+from eigprec._tf32_dispatch import _ieee_cpu, composite, in_no_tf32_formula, run_composite
 from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
@@ -66,6 +67,7 @@ class _Site:
     entry_error: float = 0.0
     fp32_norm_error: float | None = None
     float64_calls: int = 0
+    tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
 
 
 @dataclass
@@ -146,13 +148,18 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
 
 
 def _errors(
-    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None
-) -> tuple[float, float, float | None]:
+    tf32: torch.Tensor, ref: torch.Tensor, fp32: torch.Tensor | None, fp32_out: torch.Tensor
+) -> tuple[float, float, float | None, bool]:
     # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
-    # error when `ref` is float64. Few passes over the data: this runs for every product.
+    # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
+    # did not. Few passes over the data: this runs for every product.
     diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
     size, dist = _norm(ref), _norm(diff)
     if not (math.isfinite(size) and math.isfinite(dist)):
+        # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
+        # is an infinite error, not one to leave out.
+        if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
+            return math.inf, math.inf, _fp32_error(fp32, ref), True
         # Leave out the non-finite entries (of either result) and measure the rest.
         finite = torch.isfinite(ref) & torch.isfinite(tf32)
         ref = torch.where(finite, ref, 0.0)
@@ -169,7 +176,15 @@ def _errors(
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
-    return norm_error, entry_error, fp32_error
+    return norm_error, entry_error, fp32_error, False
+
+
+def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
+    if fp32 is None:
+        return None
+    finite = torch.isfinite(ref) & torch.isfinite(fp32)
+    ref = torch.where(finite, ref, 0.0)
+    return _ratio(_norm(torch.where(finite, fp32, 0.0) - ref), _norm(ref))
 
 
 def _norm(x: torch.Tensor) -> float:
@@ -213,15 +228,15 @@ class AuditMode(TorchDispatchMode):
         kwargs = kwargs or {}
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
-        if operands is None and _composite(func):
+        if operands is None and composite(func):
             # Under inference_mode autograd is skipped, so composite operators (matmul,
-            # linear, einsum, conv2d...) reach this mode whole: run their decomposition,
-            # which is what the dispatcher would run, with the audit on for its pieces.
+            # linear, einsum, conv2d...) reach this mode whole: run their C++ composite
+            # kernel, which is what the dispatcher would run, with the audit on for its
+            # pieces.
             with self:
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        if operands is None or not self._wanted(args, operands):
+                return run_composite(func, args, kwargs)
+        if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
+            # (torch runs some derivative formulas with TF32 off: no TF32 there to measure)
             return func(*args, **kwargs)
         kind = "conv" if packet in _CONVS else "matmul"
         enabled = _tf32_setting(kind)
@@ -286,6 +301,10 @@ class AuditMode(TorchDispatchMode):
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         device = args[operands[0]].device
         side: dict[str, Any] = {}
+        # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
+        # both tests are always false): an outer mode (the emulator, say) or oneDNN's
+        # reduced precision changes the user's result, so float32 comes from a clean run.
+        clean_fp32 = bool(_get_current_dispatch_mode_stack()) or _cpu_reduced(device, kind)
         with _disable_current_modes():
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
@@ -299,9 +318,7 @@ class AuditMode(TorchDispatchMode):
                 )
                 with _ieee_cpu(args[operands[0]], "matmul" if kind == "matmul" else "conv"):
                     side["tf32"] = fn(*rounded, **kw)
-                    if _get_current_dispatch_mode_stack() or _cpu_reduced(device):
-                        # Other modes (an emulator, say) or oneDNN's reduced precision may
-                        # change the user's result: take float32 from a clean run.
+                    if clean_fp32:
                         side["fp32"] = fn(*args, **kw)
             first = side.get("tf32", side.get("fp32"))
             if packet is _aten.convolution_backward:
@@ -337,15 +354,25 @@ class AuditMode(TorchDispatchMode):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
-                norm_e, entry_e, fp32_e = _errors(tf32_j, ref, fp32_j if fp64 is not None else None)
-                self._add((frames, name + suffix, shapes, phase), enabled, norm_e, entry_e, fp32_e)
+                norm_e, entry_e, fp32_e, nonfinite = _errors(
+                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j
+                )
+                key = (frames, name + suffix, shapes, phase)
+                self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
 
     def _add(
-        self, key: tuple, enabled: bool, norm_e: float, entry_e: float, fp32_e: float | None
+        self,
+        key: tuple,
+        enabled: bool,
+        norm_e: float,
+        entry_e: float,
+        fp32_e: float | None,
+        nonfinite: bool,
     ) -> None:
         with self.settings.lock:
             site = self.settings.sites.setdefault(key, _Site())
             site.calls += 1
+            site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
             site.norm_error = _worse(site.norm_error, norm_e)
             site.entry_error = _worse(site.entry_error, entry_e)
@@ -356,28 +383,57 @@ class AuditMode(TorchDispatchMode):
                 )
 
 
-_COMPOSITE: dict[Any, bool] = {}
-
-
-def _composite(func: Any) -> bool:
-    if func not in _COMPOSITE:
-        _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), "CompositeImplicitAutograd"
-        )
-    return _COMPOSITE[func]
-
-
 def _worse(a: float, b: float) -> float:
     return b if b != b or b > a else a  # NaN counts as worst
 
 
-def _cpu_reduced(device: torch.device) -> bool:
-    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
-    return device.type == "cpu" and getattr(mkldnn, "fp32_precision", "none") not in (
-        "none",
-        "ieee",
-    )
+def _cpu_reduced(device: torch.device, kind: str) -> bool:
+    # oneDNN's effective float32 precision for this kind of product ("none" inherits).
+    if device.type != "cpu" or not hasattr(
+        getattr(torch.backends.mkldnn, kind, None), "fp32_precision"
+    ):
+        return False
+    paths = (("mkldnn", kind, "fp32_precision"), ("mkldnn", "fp32_precision"), ("fp32_precision",))
+    return _precision._effective(*paths) != "ieee"
 
 
 def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:
     return out[j] if packet is _aten.convolution_backward else out
+
+
+class AttributionMode(AuditMode):
+    """Runs a block with TF32 rounding at chosen product sites only; counts every site.
+
+    A site is keyed as in the audit: (user frames, operator, operand shapes, phase), so
+    that the keys of one run match those of the next run of the same block.
+    """
+
+    def __init__(self, settings: _Settings, selected: frozenset | None, emulator: Any) -> None:
+        super().__init__(settings)
+        self.selected = selected  # None: every site
+        self.emulator = emulator  # a TF32EmulationMode that rounds whatever reaches it
+        self.seen: dict[tuple, int] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        operands = _OPERANDS.get(packet)
+        if operands is None and composite(func):
+            with self:
+                return run_composite(func, args, kwargs)
+        if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
+            return func(*args, **kwargs)
+        frames, phase = self._where(args, operands)
+        shapes = tuple(tuple(args[i].shape) for i in operands)
+        key = (frames, packet.__name__, shapes, phase)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.selected is None or key in self.selected:
+            with self.emulator:
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)

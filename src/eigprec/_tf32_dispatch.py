@@ -34,9 +34,13 @@ from . import precision as _precision
 __all__ = [
     "CONVS",
     "GEMMS",
+    "NO_TF32_NODES",
     "BackwardAfterExitWarning",
     "GraphMarker",
     "TF32EmulationMode",
+    "composite",
+    "in_no_tf32_formula",
+    "run_composite",
     "tf32_conv_enabled",
 ]
 
@@ -64,6 +68,41 @@ CONVS: dict[Any, tuple[int, ...]] = {
     _aten.convolution_backward: (0, 1, 2),
 }
 
+# Autograd nodes whose derivative formula torch runs under ``at::NoTF32Guard``, so that
+# on a TF32 GPU every product inside them stays float32 (torch/csrc/autograd/
+# FunctionsManual.cpp, pytorch/pytorch@002ca67: svd_backward, linalg_eig_backward -- eig
+# and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
+# linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
+# linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
+# cholesky_solve_backward; node names from derivatives.yaml as torch 2.13 names them).
+# Not guarded there: the backwards of inv, solve, slogdet, lu. The forward-mode (jvp)
+# formulas guarded in the same file run outside any node and are not recognised.
+NO_TF32_NODES = frozenset(
+    {
+        "LinalgSvdBackward0",
+        "LinalgEigBackward0",
+        "LinalgEighBackward0",
+        "CholeskyBackward0",
+        "LinalgCholeskyExBackward0",
+        "CholeskyInverseBackward0",
+        "LinalgPinvBackward0",
+        "LinalgLstsqBackward0",
+        "LinalgQrBackward0",
+        "LinalgMatrixExpBackward0",
+        "LinalgDetBackward0",
+        "TriangularSolveBackward0",
+        "LinalgSolveTriangularBackward0",
+        "CholeskySolveBackward0",
+    }
+)
+
+
+def in_no_tf32_formula() -> bool:
+    """Whether the running autograd node's formula runs under torch's NoTF32Guard."""
+    node = torch._C._current_autograd_node()
+    return node is not None and node.name() in NO_TF32_NODES
+
+
 # Set while an emulating mode decides about and runs one product, so that an outer
 # emulating mode (nested contexts) leaves the decision to the innermost one.
 _DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
@@ -71,8 +110,26 @@ _DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided",
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
-def _composite(func: Any) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+_COMPOSITE: dict[Any, bool] = {}
+
+
+def composite(func: Any) -> bool:
+    """Whether ``func`` has a CompositeImplicitAutograd kernel (cached)."""
+    known = _COMPOSITE.get(func)
+    if known is None:
+        known = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+    return known
+
+
+def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run ``func``'s C++ CompositeImplicitAutograd kernel, as eager mode does.
+
+    ``OpOverload.decompose`` prefers a Python decomposition registered for that key
+    (``torch._decomp``, written for tracing: e.g. ``upsample_trilinear3d`` computes its
+    weights differently and changes results); eager mode runs the C++ kernel, whose
+    pieces come back through the dispatcher to the active modes.
+    """
+    return func._op_dk(_CIA, *args, **kwargs)
 
 
 class TF32EmulationMode(TorchDispatchMode):
@@ -110,11 +167,11 @@ class TF32EmulationMode(TorchDispatchMode):
         if is_conv:
             operands = CONVS[packet]
         if operands is None:
-            if torch.is_inference_mode_enabled() and _composite(func):
+            if torch.is_inference_mode_enabled() and composite(func):
                 with self:  # re-enter so that the pieces come back here
-                    return func.decompose(*args, **kwargs)
+                    return run_composite(func, args, kwargs)
             return func(*args, **kwargs)
-        if _DECIDED.get():
+        if _DECIDED.get() or in_no_tf32_formula():
             return func(*args, **kwargs)
         token = _DECIDED.set(True)
         try:

@@ -33,7 +33,9 @@ Two errors, worst over the calls of a site:
   Large for small entries that matter (small eigenvalues, residuals) and for entries that
   are merely near zero and do not matter -- only you can tell which.
 
-Non-finite entries (in the reference or the TF32 result) are left out of both measures.
+Non-finite entries of the reference are left out of both measures. A TF32 result with inf or
+NaN where the float32 result is finite (an operand just below float32's largest value rounds
+up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
 What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
 choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
@@ -44,7 +46,8 @@ autograd node was not created by an audited forward product (a graph built befor
 audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
 frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
 block opened *within* the audit, products reach the audit with operands already rounded
-(their TF32 error reads zero); open the audit inside the emulator instead.
+(their TF32 error reads zero); open the audit inside the emulator instead (there the
+float32 and reference results come from a clean run, so the errors read as outside it).
 
 Example:
     >>> import torch
@@ -59,16 +62,28 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from eigprec._audit_mode import ENTRY_FLOOR, AuditMode, _Settings
+import torch
+
+from eigprec import _tf32_dispatch
+from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
-from eigprec.tf32 import ROUNDINGS
+from eigprec.tf32 import ROUNDINGS, _round_bits
 
-__all__ = ["ENTRY_FLOOR", "RANKINGS", "AuditRecord", "AuditReport", "tf32_audit"]
+__all__ = [
+    "ENTRY_FLOOR",
+    "RANKINGS",
+    "Attribution",
+    "AuditRecord",
+    "AuditReport",
+    "SiteEffect",
+    "tf32_attribution",
+    "tf32_audit",
+]
 
 #: What :meth:`AuditReport.ranked` can sort by (worst first).
 RANKINGS = ("norm", "entry")
@@ -93,6 +108,9 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+        tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
+            (TF32 rounds operands just below float32's largest value up to 2**128); their
+            errors count as infinite, never as 0.
 
     Example:
         >>> import torch
@@ -113,6 +131,7 @@ class AuditRecord:
     entry_error: float
     fp32_norm_error: float | None
     float64_calls: int
+    tf32_nonfinite: int = 0
 
     @property
     def site(self) -> str:
@@ -178,6 +197,7 @@ class AuditReport:
                 entry_error=s.entry_error,
                 fp32_norm_error=s.fp32_norm_error,
                 float64_calls=s.float64_calls,
+                tf32_nonfinite=s.tf32_nonfinite,
             )
             for key, s in items
         ]
@@ -207,7 +227,9 @@ class AuditReport:
 
         Returns:
             A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise.
+            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise, and,
+            when any listed record has one, the count of calls where TF32 gave inf/NaN and
+            float32 did not.
 
         Raises:
             ValueError: for a bad ``by`` or a negative ``limit``.
@@ -215,7 +237,8 @@ class AuditReport:
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
         records = self.ranked(by)[:limit]
-        return [
+        overflow = any(r.tf32_nonfinite for r in records)
+        rows = [
             {
                 "site": r.where if self._settings.depth > 1 else r.site,
                 "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
@@ -229,6 +252,10 @@ class AuditReport:
             }
             for r in records
         ]
+        if overflow:  # a column only when TF32 overflowed somewhere, so it cannot be missed
+            for row, r in zip(rows, records, strict=True):
+                row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)
+        return rows
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.
@@ -270,6 +297,25 @@ class AuditReport:
 
 def _key(x: float) -> float:
     return math.inf if math.isnan(x) else x
+
+
+def _check_options(
+    rounding: Any, float64_limit: Any, only_enabled: Any, skip: Any, depth: Any
+) -> None:
+    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
+        raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
+    if float64_limit < 0:
+        raise ValueError(f"float64_limit must be >= 0, got {float64_limit}")
+    if not isinstance(only_enabled, bool):
+        raise TypeError(f"only_enabled must be a bool, got {type(only_enabled).__name__}")
+    if not isinstance(skip, tuple) or not all(isinstance(s, str) and s for s in skip):
+        raise TypeError(f"skip must be a tuple of non-empty module names, got {skip!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise TypeError(f"depth must be an int, got {type(depth).__name__}")
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
 
 
 @reusable
@@ -320,20 +366,190 @@ def tf32_audit(
         >>> c.flatten().tolist(), [(r.op, r.calls, r.norm_error) for r in report.records]
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
-    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
-        raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
-    if float64_limit < 0:
-        raise ValueError(f"float64_limit must be >= 0, got {float64_limit}")
-    if not isinstance(only_enabled, bool):
-        raise TypeError(f"only_enabled must be a bool, got {type(only_enabled).__name__}")
-    if not isinstance(skip, tuple) or not all(isinstance(s, str) and s for s in skip):
-        raise TypeError(f"skip must be a tuple of non-empty module names, got {skip!r}")
-    if isinstance(depth, bool) or not isinstance(depth, int):
-        raise TypeError(f"depth must be an int, got {type(depth).__name__}")
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
+    _check_options(rounding, float64_limit, only_enabled, skip, depth)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
     with AuditMode(settings):
         yield AuditReport(settings)
+
+
+@dataclass(frozen=True)
+class SiteEffect:
+    """How much one product site's TF32 rounding alone moves the outputs of a block.
+
+    Attributes:
+        frames: ``(filename, line, function)`` of the user's frames, innermost first.
+        op: ATen operator (``"mm"``, ``"convolution_backward"``...).
+        phase: ``"forward"`` or ``"backward (<autograd node>)"``.
+        shapes: shapes of the multiplied operands.
+        calls: how many times the site ran in one run of the block.
+        effects: output name -> ‖y_site − y_fp32‖_F / ‖y_fp32‖_F, where ``y_site`` is the
+            output with only this site's products in TF32.
+
+    Example:
+        >>> e = SiteEffect((("f.py", 3, "g"),), "mm", "forward", ((2, 2), (2, 1)), 1, {"x": 0.5})
+        >>> e.site, e.effect
+        ('f.py:3', 0.5)
+    """
+
+    frames: tuple[tuple[str, int, str], ...]
+    op: str
+    phase: str
+    shapes: tuple[tuple[int, ...], ...]
+    calls: int
+    effects: dict[str, float]
+
+    site = AuditRecord.site
+    where = AuditRecord.where
+
+    @property
+    def effect(self) -> float:
+        """The largest of :attr:`effects` (NaN counts as largest): what ranks the sites."""
+        return max((_key(v) for v in self.effects.values()), default=0.0)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What :func:`tf32_attribution` found: TF32's effect on each output, and per site.
+
+    Attributes:
+        outputs: output name -> ‖y_tf32 − y_fp32‖_F / ‖y_fp32‖_F with every product in TF32.
+        sites: one :class:`SiteEffect` per product site, largest effect first.
+
+    Example:
+        >>> import torch
+        >>> a = torch.tensor([[1.0, 1.0], [1.0, 1.0 + 2**-12]])
+        >>> found = tf32_attribution(lambda: a @ torch.tensor([[1.0], [-1.0]]))
+        >>> found.outputs["output"], found.sites[0].op
+        (1.0, 'mm')
+    """
+
+    outputs: dict[str, float]
+    sites: list[SiteEffect]
+
+    def to_markdown(self) -> str:
+        """The sites as a Markdown table, largest effect first."""
+        names = list(self.outputs)
+        rows = [
+            {
+                "site": s.site,
+                "op": s.op if s.phase == "forward" else f"{s.op} in {s.phase[10:-1]}",
+                "shapes": " × ".join("x".join(map(str, sh)) for sh in s.shapes),
+                "calls": str(s.calls),
+                **{f"moves {n}": f"{s.effects[n]:.1e}" for n in names},
+            }
+            for s in self.sites
+        ]
+        rows.append(
+            {"site": "all sites", "op": "", "shapes": "", "calls": ""}
+            | {f"moves {n}": f"{self.outputs[n]:.1e}" for n in names}
+        )
+        return markdown_table(rows)
+
+
+def _outputs(value: Any) -> dict[str, torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        value = {"output": value}
+    elif isinstance(value, (tuple, list)):
+        value = {f"output {i}": v for i, v in enumerate(value)}
+    if not isinstance(value, dict) or not value:
+        raise TypeError(
+            "block must return a tensor, a non-empty tuple/list of tensors or a dict "
+            f"name -> tensor, got {type(value).__name__}"
+        )
+    for name, v in value.items():
+        if not isinstance(v, torch.Tensor) or not v.is_floating_point():
+            raise TypeError(f"output {name!r} must be a floating-point tensor, got {v!r:.60}")
+    return {str(k): v.detach().double() for k, v in value.items()}
+
+
+def _change(new: dict[str, torch.Tensor], old: dict[str, torch.Tensor]) -> dict[str, float]:
+    out = {}
+    for name, ref in old.items():
+        size = float(torch.linalg.vector_norm(ref))
+        dist = float(torch.linalg.vector_norm(new[name] - ref))
+        out[name] = (0.0 if dist == 0 else math.inf) if size == 0 else dist / size
+    return out
+
+
+def tf32_attribution(
+    block: Callable[[], Any],
+    *,
+    rounding: str = "rna",
+    skip: tuple[str, ...] = ("torch", "eigprec"),
+    depth: int = 1,
+) -> Attribution:
+    """Which product's TF32 rounding moves your results? An end-to-end A/B, per site.
+
+    A per-product audit (:func:`tf32_audit`) measures each product's own error; it cannot
+    see what the rest of the computation makes of it (normal equations square the
+    condition number: a tiny error in ``AᵀA`` moves the solution most). This function runs
+    ``block`` (a callable without arguments that returns the outputs you care about: a
+    tensor, a tuple of tensors or a dict name -> tensor) in float32, then with every
+    float32 GEMM and convolution in TF32 (emulated: operands rounded, float32
+    accumulation, whatever the settings), then once per product site with only that
+    site's products in TF32. Sites are keyed as in the audit (your innermost frame
+    outside ``skip``, operator, operand shapes, forward/backward); products inside the
+    derivative formulas torch runs without TF32 are left alone.
+
+    ``block`` runs ``3 + number of sites`` times, so it must be deterministic and free of
+    side effects (build models, optimizers and data inside it, or copy them); a block whose
+    two float32 runs differ is refused.
+
+    Args:
+        block: the computation; returns the outputs to compare.
+        rounding: TF32 rounding (``"rna"``: Ampere cuBLAS).
+        skip: modules whose frames are not "your code" (as in :func:`tf32_audit`).
+        depth: how many of your frames identify a site.
+
+    Returns:
+        An :class:`Attribution`: each output's change under full TF32 and each site's
+        effect alone, largest first.
+
+    Raises:
+        TypeError: if ``block`` is not callable or returns something else than the above.
+        ValueError: for an unknown ``rounding``, bad ``skip``/``depth`` (as in
+            :func:`tf32_audit`), or a block whose float32 runs disagree.
+
+    Example:
+        >>> import torch
+        >>> g = torch.Generator().manual_seed(0)
+        >>> q, _ = torch.linalg.qr(torch.randn(2000, 50, generator=g, dtype=torch.float64))
+        >>> a = (q * torch.logspace(0, -1, 50, dtype=torch.float64)).float()  # cond 10
+        >>> b = torch.randn(2000, generator=g)
+        >>> r = (b - (q @ (q.T @ b.double())).float()).unsqueeze(1)  # Aᵀr = 0
+        >>> def normal_equations():
+        ...     x = torch.linalg.solve(a.T @ a, a.T @ b)  # Aᵀb: a gemv, never TF32
+        ...     check = a.T @ r  # all cancellation: the audit's worst product
+        ...     return {"x": x}
+        >>> found = tf32_attribution(normal_equations)
+        >>> [(s.shapes[1], s.effects["x"] > 1e-5) for s in found.sites]
+        [((2000, 50), True), ((2000, 1), False)]
+    """
+    if not callable(block):
+        raise TypeError(f"block must be callable, got {type(block).__name__}")
+    _check_options(rounding, 0, False, skip, depth)
+    settings = _Settings(rounding, 0, False, skip, depth)
+    emulator = _tf32_dispatch.TF32EmulationMode(
+        rounding, True, True, _round_bits, lambda: True, lambda _device: False
+    )
+
+    def run(selected: frozenset | None) -> tuple[dict[str, torch.Tensor], dict[tuple, int]]:
+        mode = AttributionMode(settings, selected, emulator)
+        with mode:
+            out = block()
+        return _outputs(out), mode.seen
+
+    plain, seen = run(frozenset())
+    again, _ = run(frozenset())
+    if any(not torch.equal(plain[k], again[k]) for k in plain):
+        raise ValueError(
+            "block gave different float32 results on two runs: it must be deterministic"
+        )
+    full, _ = run(None)
+    sites = []
+    for key, calls in seen.items():
+        alone, _ = run(frozenset({key}))
+        frames, op, shapes, phase = key
+        sites.append(SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain)))
+    sites.sort(key=lambda s: -s.effect)
+    return Attribution(_change(full, plain), sites)

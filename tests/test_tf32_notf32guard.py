@@ -1,0 +1,90 @@
+"""Derivative formulas torch runs under at::NoTF32Guard stay float32 (issue 19 item 1).
+
+On a TF32 GPU, products inside these formulas run in float32 whatever the settings say
+(torch/csrc/autograd/FunctionsManual.cpp). Under emulate_tf32 their gradients must equal the
+float32 gradients bit for bit, and tf32_audit must report no product from them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from eigprec.audit import tf32_audit
+from eigprec.precision import matmul_precision
+from eigprec.tf32 import emulate_tf32
+
+N = 24
+
+
+def _spd(seed: int) -> torch.Tensor:
+    a = torch.randn(N, N, generator=torch.Generator().manual_seed(seed))
+    return a @ a.T / N + torch.eye(N)
+
+
+def _weights(*shape: int) -> torch.Tensor:
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(99)) + 0.5
+
+
+# Each loss reaches the guarded formula through elementwise ops only (no GEMM outside it).
+FAMILIES = {
+    "eigh": (
+        "LinalgEighBackward0",
+        lambda a: (torch.linalg.eigh(a)[1] ** 2 * _weights(N, N)).sum(),
+    ),
+    "svd": ("LinalgSvdBackward0", lambda a: (torch.linalg.svd(a)[0] ** 2 * _weights(N, N)).sum()),
+    "cholesky": (
+        "LinalgCholeskyExBackward0",
+        lambda a: (torch.linalg.cholesky(a) * _weights(N, N)).sum(),
+    ),
+    "pinv": ("LinalgPinvBackward0", lambda a: (torch.linalg.pinv(a) * _weights(N, N)).sum()),
+    "solve_triangular": (
+        "LinalgSolveTriangularBackward0",
+        lambda a: (
+            torch.linalg.solve_triangular(a.tril() + N * torch.eye(N), _weights(N, 3), upper=False)
+            * _weights(N, 3)
+        ).sum(),
+    ),
+    "det": ("LinalgDetBackward0", lambda a: torch.linalg.det(a / 2)),
+    "qr": ("LinalgQrBackward0", lambda a: (torch.linalg.qr(a)[1] * _weights(N, N)).sum()),
+}
+
+
+def _grad(loss_fn, a: torch.Tensor) -> torch.Tensor:
+    x = a.clone().requires_grad_()
+    loss_fn(x).backward()
+    return x.grad
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_guarded_backward_is_float32_under_emulation(family):
+    _, loss = FAMILIES[family]
+    a = _spd(1)
+    want = _grad(loss, a)
+    with matmul_precision("high"), emulate_tf32():
+        got = _grad(loss, a)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_audit_reports_nothing_from_guarded_backward(family):
+    node, loss = FAMILIES[family]
+    with tf32_audit() as report:
+        _grad(loss, _spd(2))
+    assert not [r for r in report.records if node in r.phase]
+
+
+def test_unguarded_backward_is_still_emulated():
+    # inv's backward has no guard: its products are TF32 on a GPU, so here they change.
+    a = _spd(3)
+
+    def loss(x):
+        return (torch.linalg.inv(x) * _weights(N, N)).sum()
+
+    want = _grad(loss, a)
+    with matmul_precision("high"), emulate_tf32():
+        got = _grad(loss, a)
+    assert not torch.equal(got, want)
+    with tf32_audit() as report:
+        _grad(loss, a)
+    assert any("LinalgInvExBackward0" in r.phase for r in report.records)

@@ -591,3 +591,48 @@ def test_no_overflow_column_without_overflow():
         randn(4, 4) @ randn(4, 4, seed=1)
     assert only(report).tf32_nonfinite == 0
     assert "TF32 inf/NaN calls" not in report.rows()[0]
+
+
+# --- issue 21 item 12: auditing a training loop does not grow memory ---------------------
+
+
+def test_forward_frames_stay_bounded_over_a_long_training_loop(monkeypatch):
+    # The bound is lowered so that a loop 20x longer than it runs in a few seconds (with the
+    # real bound, 4096, 20,000 steps take ~45 s here and also stay at the bound).
+    from eigprec import _audit_mode
+
+    monkeypatch.setattr(_audit_mode, "FORWARD_FRAMES_LIMIT", 100)
+    w = randn(4, 3, requires_grad=True)
+    x = randn(2, 4, seed=1)
+    with tf32_audit() as report:
+        for _ in range(2_000):
+            (x @ w).sum().backward()
+    assert len(report._settings.forward_frames) == 100
+    assert len(report) == 2 and {r.calls for r in report.records} == {2_000}
+    # attribution still works: the backward product is at the forward line
+    assert len({r.site for r in report.records}) == 1
+
+
+# --- issue 19 item 4: layers inside one nn.Module call are told apart --------------------
+
+
+def test_layers_inside_one_module_call_get_their_module_paths():
+    torch.manual_seed(0)  # torch.nn initialises from the global generator
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    x = randn(2, 5, 8)
+    with tf32_audit() as report:
+        encoder(x).sum().backward()  # one line of user code
+    assert len({r.site for r in report.records}) == 1
+    modules = {r.module for r in report.records}
+    assert {"layers.0.linear1", "layers.1.linear2", "layers.0.self_attn"} <= modules
+    assert any(
+        r.module == "layers.1.linear1" and r.phase.startswith("backward") for r in report.records
+    )
+    assert "[layers.0.linear1]" in str(report)
+
+
+def test_products_outside_modules_have_no_module_path():
+    with tf32_audit() as report:
+        randn(3, 3) @ randn(3, 3, seed=1)
+    assert only(report).module == ""

@@ -63,8 +63,16 @@ def test_composites_are_bitwise_with_tf32_off(name, seed, scale):
     assert torch.equal(audited, want)
 
 
+@pytest.fixture
+def rnn_tf32_off():
+    old = torch.backends.cudnn.rnn.fp32_precision  # GRUs follow cuDNN's RNN switch
+    torch.backends.cudnn.rnn.fp32_precision = "ieee"
+    yield
+    torch.backends.cudnn.rnn.fp32_precision = old
+
+
 @pytest.mark.parametrize("seed", range(3))
-def test_gru_is_bitwise_with_tf32_off(seed):
+def test_gru_is_bitwise_with_tf32_off(seed, rnn_tf32_off):
     gru, s = _gru(seed), _x(seed, 5, 2, 4)
     with torch.inference_mode():
         want = gru(s)[0]

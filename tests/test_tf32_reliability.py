@@ -311,3 +311,46 @@ def test_cublas_override_env_sets_the_starting_precision(value, start):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == [start, str(start == "high")]
+
+
+# --- issue 21 item 4: custom autograd.Function and reentrant checkpointing ----------------
+
+
+class _MyMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g @ b.T, a.T @ g
+
+
+def _custom(a):
+    return _MyMatmul.apply(a, _N)
+
+
+def _checkpointed(a):
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(lambda x: torch.tanh(x @ _N), a, use_reentrant=True)
+
+
+@pytest.mark.parametrize("forward", [_custom, _checkpointed], ids=["Function", "reentrant"])
+def test_backward_after_exit_warns_for_functions_run_without_grad(tf32_on, forward):
+    a = _M.clone().requires_grad_(True)
+    with emulate_tf32():
+        out = forward(a)
+    with pytest.warns(BackwardAfterExitWarning, match="NOT emulated"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("forward", [_custom, _checkpointed], ids=["Function", "reentrant"])
+def test_backward_inside_block_does_not_warn_for_functions(tf32_on, forward):
+    a = _M.clone().requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BackwardAfterExitWarning)
+        with emulate_tf32():
+            forward(a).sum().backward()

@@ -23,6 +23,7 @@ from .subspace import (
 )
 from .tf32 import (
     BackwardAfterExitWarning,
+    NotEmulatedWarning,
     emulate_tf32,
     has_real_tf32,
     is_tf32_capability,
@@ -43,6 +44,7 @@ __all__ = [
     "AuditReport",
     "BackwardAfterExitWarning",
     "ClusterAngle",
+    "NotEmulatedWarning",
     "RuntimeInfo",
     "SiteEffect",
     "cluster_angles",

@@ -24,10 +24,17 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode_stack,
 )
 
+from eigprec import _tf32_opaque
 from eigprec import precision as _precision
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
-from eigprec._tf32_dispatch import _ieee_cpu, composite, in_no_tf32_formula, run_composite
+from eigprec._tf32_dispatch import (
+    _ieee_cpu,
+    composite,
+    in_no_tf32_formula,
+    passes_through,
+    run_composite,
+)
 from eigprec.tf32 import _round_bits, has_real_tf32
 
 _aten = torch.ops.aten
@@ -40,12 +47,27 @@ _FUNCTIONAL: dict[Any, Any] = {
 _FUNCTIONAL.update({packet: packet for packet in _CONVS})
 _OPERANDS: dict[Any, tuple[int, ...]] = {**_GEMMS, **_CONVS}
 
+_NOT_SEEN: dict[Any, str] = {
+    **_tf32_opaque.OPAQUE,
+    _aten._euclidean_dist: "",
+    _aten._trilinear: (
+        "nn.Bilinear/F.bilinear: ATen's kernel contracts with bmm, TF32 on a GPU under the "
+        "matmul switch; emulate_tf32 rebuilds it from an einsum, the audit cannot without "
+        "changing your result"
+    ),
+}
+
 # Entries of the reference smaller than this fraction of its largest magnitude are measured
 # against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
 # result's scale, so their own relative error means nothing.
 ENTRY_FLOOR = 2.0**-24
 
 _THIS_FILE = __file__
+
+# How many forward calls the audit remembers for attributing their backward products: a
+# training loop must not grow it by one entry per product for the whole block. A backward
+# that runs after more newer forward products than this is attributed to its own frames.
+FORWARD_FRAMES_LIMIT = 4096
 
 # Private torch hooks that tie a backward product to its forward call; without them
 # (another torch version) backward products are attributed to the frames at backward time.
@@ -78,8 +100,12 @@ class _Settings:
     skip: tuple[str, ...]
     depth: int
     sites: dict[tuple, _Site] = field(default_factory=dict)
-    # autograd sequence number of a forward node -> the frames of the forward call
+    # autograd sequence number of a forward node -> (frames, module path) of the forward call
     forward_frames: dict[int, tuple] = field(default_factory=dict)
+    # paths of the nn.Modules running now in the audited thread, innermost last
+    modules: list[str] = field(default_factory=list)
+    # operators that multiply out of the audit's sight -> (calls, what a TF32 GPU does)
+    not_covered: dict[str, list] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -226,8 +252,20 @@ class AuditMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
+        if operands is None and packet in _NOT_SEEN:
+            if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
+                with self:
+                    return _tf32_opaque.euclidean_dist(*args, **kwargs)
+            with self.settings.lock:
+                entry = self.settings.not_covered.setdefault(
+                    packet.__name__, [0, _NOT_SEEN[packet]]
+                )
+                entry[0] += 1
+            return func(*args, **kwargs)
         if operands is None and composite(func):
             # Under inference_mode autograd is skipped, so composite operators (matmul,
             # linear, einsum, conv2d...) reach this mode whole: run their C++ composite
@@ -242,10 +280,10 @@ class AuditMode(TorchDispatchMode):
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
-        frames, phase = self._where(args, operands)
+        frames, phase, module = self._where(args, operands)
         side = self._side_results(packet, args, kwargs, operands, kind, enabled)
         out = func(*args, **kwargs)
-        self._record(packet, args, out, side, frames, phase, enabled, kind)
+        self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
         return out
 
     # -- what to audit, and where it came from ------------------------------------------
@@ -264,16 +302,18 @@ class AuditMode(TorchDispatchMode):
             and mats[0].device.type in ("cpu", "cuda")
         )
 
-    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str]:
+    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str, str]:
+        # (user frames, phase, module path) of the product running now.
         s = self.settings
         node = _current_node()
         if node is not None:
             # Backward: attribute to the forward call that created the node, when seen.
-            frames = s.forward_frames.get(node._sequence_nr())
-            if frames is None:
-                frames = user_frames(s.skip, s.depth)
-            return frames, f"backward ({node.name()})"
+            seen = s.forward_frames.get(node._sequence_nr())
+            if seen is None:
+                seen = user_frames(s.skip, s.depth), ""
+            return seen[0], f"backward ({node.name()})", seen[1]
         frames = user_frames(s.skip, s.depth)
+        module = s.modules[-1] if s.modules else ""
         if (
             _next_sequence_nr is not None
             and torch.is_grad_enabled()
@@ -281,8 +321,10 @@ class AuditMode(TorchDispatchMode):
         ):
             # Autograd numbered this op's node just before dispatching to us.
             with s.lock:
-                s.forward_frames[_next_sequence_nr() - 1] = frames
-        return frames, "forward"
+                s.forward_frames[_next_sequence_nr() - 1] = frames, module
+                if len(s.forward_frames) > FORWARD_FRAMES_LIMIT:  # oldest first out
+                    del s.forward_frames[next(iter(s.forward_frames))]
+        return frames, "forward", module
 
     # -- the side computations ----------------------------------------------------------
 
@@ -357,7 +399,7 @@ class AuditMode(TorchDispatchMode):
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
                     tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j
                 )
-                key = (frames, name + suffix, shapes, phase)
+                key = (frames[0], name + suffix, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
 
     def _add(
@@ -422,6 +464,8 @@ class AttributionMode(AuditMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = _OPERANDS.get(packet)
         if operands is None and composite(func):
@@ -429,11 +473,50 @@ class AttributionMode(AuditMode):
                 return run_composite(func, args, kwargs)
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             return func(*args, **kwargs)
-        frames, phase = self._where(args, operands)
+        frames, phase, module = self._where(args, operands)
         shapes = tuple(tuple(args[i].shape) for i in operands)
-        key = (frames, packet.__name__, shapes, phase)
+        key = (frames, packet.__name__, shapes, phase, module)
         self.seen[key] = self.seen.get(key, 0) + 1
         if self.selected is None or key in self.selected:
             with self.emulator:
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def module_paths(settings: _Settings) -> Iterator[None]:
+    """Keep ``settings.modules`` = the paths of the nn.Modules running in this thread.
+
+    Global forward hooks (``torch.nn.modules.module.register_module_forward_pre_hook``)
+    push a module's path relative to the outermost module called (``encoder.layers.0
+    .linear1``; the outermost one is named by its class) and pop it when it returns.
+    """
+    owner = threading.get_ident()
+    names: dict[int, str] = {}
+
+    def pre(module: torch.nn.Module, _args: Any) -> None:
+        if threading.get_ident() != owner:
+            return
+        if not settings.modules:
+            names.clear()
+            names.update((id(m), n) for n, m in module.named_modules() if n)
+            settings.modules.append(type(module).__name__)
+            return
+        settings.modules.append(names.get(id(module), type(module).__name__))
+
+    def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if threading.get_ident() == owner and settings.modules:
+            settings.modules.pop()
+
+    from torch.nn.modules import module as _module
+
+    handles = (
+        _module.register_module_forward_pre_hook(pre),
+        _module.register_module_forward_hook(post, always_call=True),
+    )
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        settings.modules.clear()

@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_leaves
 
+from . import _tf32_opaque
 from . import precision as _precision
 
 __all__ = [
@@ -37,11 +38,15 @@ __all__ = [
     "NO_TF32_NODES",
     "BackwardAfterExitWarning",
     "GraphMarker",
+    "NotEmulatedWarning",
     "TF32EmulationMode",
     "composite",
     "in_no_tf32_formula",
+    "passes_through",
     "run_composite",
+    "saved_tensor_hooks",
     "tf32_conv_enabled",
+    "tf32_rnn_enabled",
 ]
 
 _aten = torch.ops.aten
@@ -103,6 +108,24 @@ def in_no_tf32_formula() -> bool:
     return node is not None and node.name() in NO_TF32_NODES
 
 
+# Set while a recurrent layer (torch.gru/rnn_tanh/rnn_relu/lstm) runs: its products follow
+# cuDNN's RNN switch on a GPU.
+_IN_RNN: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_in_rnn", default=False)
+_RNN_FUNCS = (torch.gru, torch.rnn_tanh, torch.rnn_relu, torch.lstm)
+
+
+class NotEmulatedWarning(UserWarning):
+    """An operator ran float32 products the emulator cannot reach; it ran unchanged.
+
+    Emitted once per operator and block by :func:`eigprec.emulate_tf32` (fused attention,
+    the fused transformer fast path, oneDNN's LSTM when TF32 would not apply...).
+
+    Example:
+        >>> issubclass(NotEmulatedWarning, UserWarning)
+        True
+    """
+
+
 # Set while an emulating mode decides about and runs one product, so that an outer
 # emulating mode (nested contexts) leaves the decision to the innermost one.
 _DECIDED: contextvars.ContextVar[bool] = contextvars.ContextVar("_tf32_decided", default=False)
@@ -111,6 +134,23 @@ _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
 _COMPOSITE: dict[Any, bool] = {}
+
+
+def _unusual(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_nested)
+
+
+def passes_through(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an operator has sparse or nested tensor arguments: run it untouched.
+
+    Sparse products run in cuSPARSE on a GPU, not in the cuBLAS path emulated here, and
+    their storage cannot be rounded; nested tensors (strided and jagged) multiply inside
+    their own kernels. Both run untouched: not emulated, not audited.
+    """
+    for a in (*args, *kwargs.values()):
+        if _unusual(a) or (isinstance(a, (list, tuple)) and any(_unusual(t) for t in a)):
+            return True
+    return False
 
 
 def composite(func: Any) -> bool:
@@ -152,6 +192,8 @@ class TF32EmulationMode(TorchDispatchMode):
         self._matmul_enabled = matmul_enabled
         self._real_tf32 = real_tf32
         self.graph_products = 0  # emulated forward products that autograd recorded
+        self.forward_products = 0  # emulated products outside any backward, any grad mode
+        self.not_covered: dict[str, int] = {}  # opaque operator -> calls (run unchanged)
 
     def __torch_dispatch__(
         self,
@@ -161,13 +203,20 @@ class TF32EmulationMode(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if passes_through(args, kwargs):
+            return func(*args, **kwargs)
         packet = func.overloadpacket
         operands = GEMMS.get(packet)
         is_conv = operands is None and packet in CONVS
         if is_conv:
             operands = CONVS[packet]
         if operands is None:
-            if torch.is_inference_mode_enabled() and composite(func):
+            if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
+                with self:  # its visible pieces (one GEMM or einsum) come back here
+                    return _tf32_opaque.DECOMPOSABLE[packet](*args, **kwargs)
+            if packet in _tf32_opaque.OPAQUE:
+                self._not_covered(packet)
+            if composite(func):  # (inference mode, or inside a rebuild: autograd skipped)
                 with self:  # re-enter so that the pieces come back here
                     return run_composite(func, args, kwargs)
             return func(*args, **kwargs)
@@ -177,8 +226,11 @@ class TF32EmulationMode(TorchDispatchMode):
         try:
             if not self._wants(args, operands, is_conv):
                 return func(*args, **kwargs)
-            if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
-                if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            if torch._C._current_autograd_node() is None:
+                self.forward_products += 1  # (any grad mode: custom Functions run without)
+                if torch.is_grad_enabled() and any(
+                    isinstance(a, torch.Tensor) and a.requires_grad for a in args
+                ):
                     self.graph_products += 1
             rounded = tuple(
                 self._round(a, self.rounding) if i in operands else a for i, a in enumerate(args)
@@ -201,6 +253,28 @@ class TF32EmulationMode(TorchDispatchMode):
             grad_bias = func(*args[:10], [False, False, True], **kwargs)[2]
         return grad_input, grad_weight, grad_bias
 
+    def _rebuild(self, args: tuple[Any, ...]) -> bool:
+        # Rebuild an opaque operator from visible pieces only where they would be rounded.
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return (
+            not _DECIDED.get()
+            and not in_no_tf32_formula()
+            and all(t.dtype == torch.float32 and t.layout == torch.strided for t in tensors)
+            and self._wants(tuple(tensors[:2]), (0, 1), False)
+        )
+
+    def _not_covered(self, packet: Any) -> None:
+        name = packet.__name__
+        self.not_covered[name] = self.not_covered.get(name, 0) + 1
+        applies = tf32_rnn_enabled() if "rnn" in name else self._matmul_enabled()
+        if self.not_covered[name] == 1 and applies:  # silent where TF32 would not apply
+            warnings.warn(
+                f"emulate_tf32: aten.{name} multiplies inside its own kernel, which the "
+                f"emulator cannot reach; it ran unchanged. {_tf32_opaque.OPAQUE[packet]}.",
+                NotEmulatedWarning,
+                stacklevel=3,
+            )
+
     def _wants(self, args: tuple[Any, ...], operands: tuple[int, ...], is_conv: bool) -> bool:
         mats = [args[i] for i in operands if i < len(args)]
         if len(mats) != len(operands) or not all(
@@ -211,9 +285,20 @@ class TF32EmulationMode(TorchDispatchMode):
             wanted = self.convolutions
             if wanted is None:
                 wanted = tf32_conv_enabled()
+        elif _IN_RNN.get():  # cuDNN runs RNNs under its own switch, not cuBLAS's
+            wanted = tf32_rnn_enabled()
         else:
             wanted = self._matmul_enabled()
         return wanted and (self.force or not self._real_tf32(mats[0].device))
+
+
+def tf32_rnn_enabled() -> bool:
+    """Whether cuDNN would run float32 RNNs in TF32 now (``cudnn.rnn``; default: yes)."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is None or not hasattr(rnn, "fp32_precision"):
+        return bool(torch.backends.cudnn.allow_tf32)
+    paths = (("cudnn", "rnn", "fp32_precision"), ("cudnn", "fp32_precision"), ("fp32_precision",))
+    return _precision._effective(*paths) == "tf32"
 
 
 def tf32_conv_enabled() -> bool:
@@ -282,6 +367,27 @@ def _check_backward(grad_outputs: Any) -> None:
         )
 
 
+def saved_tensor_hooks(mode: TF32EmulationMode) -> tuple[Callable, Callable]:
+    r"""Pack/unpack hooks that check where the backward of a block's graph runs.
+
+    Custom ``autograd.Function``\ s (reentrant checkpointing among them) run their forward
+    with grad disabled, so :class:`GraphMarker` cannot tag their nodes; but whatever they
+    save for backward is packed inside the block and unpacked by their backward. A tensor
+    saved after the block emulated a product warns when unpacked outside the block.
+    """
+
+    def pack(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        return t, mode.forward_products > 0
+
+    def unpack(packed: tuple[torch.Tensor, bool]) -> torch.Tensor:
+        t, marked = packed
+        if marked:
+            _check_backward(None)
+        return t
+
+    return pack, unpack
+
+
 class GraphMarker(TorchFunctionMode):
     """Tag the autograd nodes of emulated forward products with a backward check."""
 
@@ -297,9 +403,40 @@ class GraphMarker(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         before = self.mode.graph_products
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in _RNN_FUNCS:
+            token = _IN_RNN.set(True)
+            try:
+                out = self._rnn(func, args, kwargs)
+            finally:
+                _IN_RNN.reset(token)
+        else:
+            out = func(*args, **kwargs)
         if self.mode.graph_products != before:
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                     t.grad_fn.register_prehook(_check_backward)
         return out
+
+    def _rnn(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # On the CPU torch.lstm runs oneDNN's fused kernel (aten.mkldnn_rnn_layer), out of
+        # the dispatcher's sight. Where TF32 would apply, run it with oneDNN off: ATen then
+        # takes its native cell loop (linear/addmm per step, visible and emulated, equal to
+        # oneDNN's result to float32 rounding). The switch is process-wide: the precision
+        # lock keeps other threads' matmul_precision blocks out meanwhile.
+        x = args[0] if args else None
+        if not (
+            func is torch.lstm
+            and isinstance(x, torch.Tensor)
+            and x.dtype == torch.float32
+            and x.device.type == "cpu"
+            and torch._C._get_mkldnn_enabled()
+            and self.mode._wants((x, x), (0, 1), False)
+        ):
+            return func(*args, **kwargs)
+        with _precision._LOCK:
+            torch._C._set_mkldnn_enabled(False)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                torch._C._set_mkldnn_enabled(True)

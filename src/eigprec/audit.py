@@ -25,8 +25,8 @@ about 2**13 times larger).
 Two errors, worst over the calls of a site:
 
 * ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
-  result. About 2**-11 / √k-ish for benign products; large when C cancels, i.e. when C is
-  much smaller than the operands that built it.
+  result. Of the order of 2**-12 for random-sign operands whatever k; large when C
+  cancels, i.e. when C is much smaller than the operands that built it.
 * ``entry_error`` = ``max_ij |C_tf32 − C_ref|_ij / max(|C_ref|_ij, f)``, with the floor
   ``f = 2**-24 · max|C_ref|`` (entries float32 itself cannot resolve at the result's scale
   are measured against that resolution): the relative error of the entry TF32 hurts most.
@@ -37,11 +37,17 @@ Non-finite entries of the reference are left out of both measures. A TF32 result
 NaN where the float32 result is finite (an operand just below float32's largest value rounds
 up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
-What it does not see: products inside ``torch.compile``d code (Inductor's Triton kernels
-choose their own TF32 behaviour); operators whose own kernel calls a GEMM out of sight of
-the dispatcher's Python layer (the forward of ``cdist``'s matrix-product path, ``bilinear``,
-fused attention backends); products in threads other than the one that opened the audit
-(autograd's own threads excepted); sparse and non-float32 products. A backward product whose
+Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
+backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, triangular and Cholesky
+solves...) are not reported: a TF32 GPU runs them in float32. ``cdist``'s matrix-product path
+is rebuilt bit for bit and audited. Operators whose own kernel multiplies out of the
+dispatcher's sight -- fused attention (forward and backward), the fused transformer fast
+path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU), ``_trilinear`` (``nn.Bilinear``) -- are
+*run but not covered*: :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does
+for it, and so do the tables. Not seen at all: products inside ``torch.compile``d code
+(Inductor's Triton kernels choose their own TF32 behaviour); products in threads other than
+the one that opened the audit (autograd's own threads excepted); sparse and nested tensors
+(passed through untouched) and non-float32 products. A backward product whose
 autograd node was not created by an audited forward product (a graph built before the
 audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
 frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
@@ -69,7 +75,7 @@ from typing import Any
 import torch
 
 from eigprec import _tf32_dispatch
-from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings
+from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.tf32 import ROUNDINGS, _round_bits
@@ -108,6 +114,9 @@ class AuditRecord:
         fp32_norm_error: worst norm-wise error of plain float32 against float64, for
             comparison; ``None`` when no call was within the float64 limit.
         float64_calls: calls measured against a float64 reference (the rest: float32).
+        module: path of the innermost ``nn.Module`` running the product, relative to the
+            outermost one called (``"TransformerEncoder"``, ``"layers.0.linear1"``...);
+            ``""`` outside modules. Tells apart the layers behind one line of your code.
         tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
             (TF32 rounds operands just below float32's largest value up to 2**128); their
             errors count as infinite, never as 0.
@@ -132,6 +141,7 @@ class AuditRecord:
     fp32_norm_error: float | None
     float64_calls: int
     tf32_nonfinite: int = 0
+    module: str = ""
 
     @property
     def site(self) -> str:
@@ -188,6 +198,7 @@ class AuditReport:
         records = [
             AuditRecord(
                 frames=key[0],
+                module=key[4],
                 op=key[1],
                 shapes=key[2],
                 phase=key[3],
@@ -215,6 +226,23 @@ class AuditReport:
         """The records ranked by ``norm_error``, worst first."""
         return self.ranked("norm")
 
+    @property
+    def not_covered(self) -> dict[str, tuple[int, str]]:
+        """Operators that ran float32 products the audit could not see.
+
+        ATen operator name -> (calls, what a TF32 GPU does for it): fused attention, the
+        fused transformer fast path, oneDNN's/cuDNN's fused RNNs, ``_trilinear``
+        (``nn.Bilinear``). Listed under the tables, never silently skipped.
+        """
+        with self._settings.lock:
+            return {k: (v[0], v[1]) for k, v in self._settings.not_covered.items()}
+
+    def _not_covered_lines(self) -> list[str]:
+        return [
+            f"Run but not covered: aten.{name} ({calls} calls) -- {note}."
+            for name, (calls, note) in self.not_covered.items()
+        ]
+
     def __len__(self) -> int:
         return len(self._settings.sites)
 
@@ -240,7 +268,8 @@ class AuditReport:
         overflow = any(r.tf32_nonfinite for r in records)
         rows = [
             {
-                "site": r.where if self._settings.depth > 1 else r.site,
+                "site": (r.where if self._settings.depth > 1 else r.site)
+                + (f" [{r.module}]" if r.module else ""),
                 "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
                 "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
                 "calls": str(r.calls),
@@ -271,22 +300,27 @@ class AuditReport:
             ValueError: for a bad ``by`` or ``limit``.
         """
         rows = self.rows(by, limit)
-        if not rows:
-            return "*No float32 matrix product or convolution ran inside the audit.*"
-        return markdown_table(rows)
+        extra = self._not_covered_lines()
+        table = (
+            markdown_table(rows)
+            if rows
+            else "*No float32 matrix product or convolution was audited*"
+        )
+        return "\n\n".join([table, *(f"*{line}*" for line in extra)])
 
     def to_text(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a fixed-width plain-text table (what ``str()`` gives)."""
         rows = self.rows(by, limit)
+        extra = self._not_covered_lines()
         if not rows:
-            return "No float32 matrix product or convolution ran inside the audit."
+            return "\n".join(["No float32 matrix product or convolution was audited", *extra])
         header = list(rows[0])
         widths = [max(len(h), *(len(row[h]) for row in rows)) for h in header]
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += [
             "  ".join(row[h].ljust(w) for h, w in zip(header, widths, strict=True)) for row in rows
         ]
-        return "\n".join(line.rstrip() for line in lines)
+        return "\n".join([*(line.rstrip() for line in lines), *extra])
 
     def __str__(self) -> str:
         return self.to_text()
@@ -368,7 +402,7 @@ def tf32_audit(
     """
     _check_options(rounding, float64_limit, only_enabled, skip, depth)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
-    with AuditMode(settings):
+    with AuditMode(settings), module_paths(settings):
         yield AuditReport(settings)
 
 
@@ -384,6 +418,7 @@ class SiteEffect:
         calls: how many times the site ran in one run of the block.
         effects: output name -> ‖y_site − y_fp32‖_F / ‖y_fp32‖_F, where ``y_site`` is the
             output with only this site's products in TF32.
+        module: the ``nn.Module`` path of the site, as in :class:`AuditRecord`.
 
     Example:
         >>> e = SiteEffect((("f.py", 3, "g"),), "mm", "forward", ((2, 2), (2, 1)), 1, {"x": 0.5})
@@ -397,6 +432,7 @@ class SiteEffect:
     shapes: tuple[tuple[int, ...], ...]
     calls: int
     effects: dict[str, float]
+    module: str = ""
 
     site = AuditRecord.site
     where = AuditRecord.where
@@ -535,7 +571,7 @@ def tf32_attribution(
 
     def run(selected: frozenset | None) -> tuple[dict[str, torch.Tensor], dict[tuple, int]]:
         mode = AttributionMode(settings, selected, emulator)
-        with mode:
+        with mode, module_paths(settings):
             out = block()
         return _outputs(out), mode.seen
 
@@ -549,7 +585,8 @@ def tf32_attribution(
     sites = []
     for key, calls in seen.items():
         alone, _ = run(frozenset({key}))
-        frames, op, shapes, phase = key
-        sites.append(SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain)))
+        frames, op, shapes, phase, module = key
+        effect = SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain), module)
+        sites.append(effect)
     sites.sort(key=lambda s: -s.effect)
     return Attribution(_change(full, plain), sites)

@@ -47,6 +47,7 @@ __all__ = [
     "ROUNDINGS",
     "TF32_MANTISSA_BITS",
     "BackwardAfterExitWarning",
+    "NotEmulatedWarning",
     "emulate_tf32",
     "has_real_tf32",
     "is_tf32_capability",
@@ -350,6 +351,7 @@ def _capability(index: int) -> tuple[int, int]:
 # --- the emulating mode (its machinery lives in _tf32_dispatch) --------------------------
 
 BackwardAfterExitWarning = _tf32_dispatch.BackwardAfterExitWarning
+NotEmulatedWarning = _tf32_dispatch.NotEmulatedWarning
 
 
 def _real_tf32(device: torch.device) -> bool:
@@ -360,7 +362,7 @@ def _real_tf32(device: torch.device) -> bool:
 def emulate_tf32(
     rounding: str = "rna", force: bool = False, convolutions: bool | None = None
 ) -> Iterator[None]:
-    """Make float32 matmuls and convolutions behave as on a TF32 GPU, on hardware without TF32.
+    r"""Make float32 matmuls and convolutions behave as on a TF32 GPU, on hardware without TF32.
 
     Inside the context every float32 GEMM -- whatever Python call led to it: ``@``,
     ``matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``,
@@ -382,6 +384,30 @@ def emulate_tf32(
     default even at 'highest'; with ``convolutions=None`` convolutions are emulated
     exactly when it is on, ``True``/``False`` override it.
 
+    As on a GPU, nothing is rounded inside the derivative formulas that torch runs under
+    ``at::NoTF32Guard`` (``torch/csrc/autograd/FunctionsManual.cpp``): the backwards of
+    ``eigh``/``eig``, ``svd``, ``cholesky``, ``cholesky_inverse``, ``pinv``, ``lstsq``,
+    ``qr``, ``matrix_exp``, ``det``, ``solve_triangular``/``triangular_solve`` and
+    ``cholesky_solve`` keep their products in float32 (the forward-mode formulas guarded
+    in the same file are not recognised). Recurrent layers (``nn.RNN``, ``nn.GRU``,
+    ``nn.LSTM``) follow cuDNN's RNN switch, ``torch.backends.cudnn.rnn.fp32_precision``
+    (``'tf32'`` by default), not the matmul switch, as cuDNN does; on the CPU ``nn.LSTM``
+    runs oneDNN's fused kernel, so where TF32 applies it is run through ATen's native
+    cell loop (oneDNN off for that call) to be emulated. ``torch.cdist``'s matrix-product
+    path and ``nn.Bilinear`` (``_trilinear``) are rebuilt from visible pieces and emulated.
+
+    Run but not covered (a :class:`NotEmulatedWarning` names each, once per block, where
+    TF32 would apply): fused attention (``F.scaled_dot_product_attention`` forward and
+    backward; on a TF32 GPU float32 runs the memory-efficient kernel, whose CUTLASS GEMMs
+    use 3xTF32 -- about float32 accuracy -- whatever the switches, so float32 is close to
+    what the GPU does), the fused transformer fast path of ``nn.TransformerEncoderLayer``
+    /``nn.MultiheadAttention`` in eval or ``no_grad`` (its GEMMs follow the matmul switch on
+    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated), and
+    fused RNN kernels where they still run. Sparse and nested tensors pass through
+    untouched (cuSPARSE is not the cuBLAS path emulated here). Autocast runs ``cdist``,
+    ``pdist`` and ``dist`` in float32 (``autocast_mode.cpp``), so their products are
+    emulated under autocast too.
+
     Not rounded: matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``,
     ``matrix @ vector``), which PyTorch keeps out of TF32 on a GPU (``NoTF32Guard`` in
     its gemv path) -- but ``vector @ matrix`` is a one-row GEMM in ATen and is rounded,
@@ -402,8 +428,8 @@ def emulate_tf32(
     graph recorded inside the block but run after the block has exited is not
     emulated -- like a real GPU whose TF32 setting was switched off before
     ``backward()`` -- and emits a :class:`BackwardAfterExitWarning` so that it cannot
-    go unnoticed. Threads started
-    inside the block are not emulated; enter ``emulate_tf32`` in each of them. While
+    go unnoticed (custom ``autograd.Function``\ s and reentrant checkpointing included).
+    Threads started inside the block are not emulated; enter ``emulate_tf32`` in each of them. While
     the block is active, other threads' :func:`eigprec.matmul_precision` blocks that
     would change the precision wait until it exits, so they cannot switch the
     emulation off midway (torch's setters called directly can).
@@ -437,7 +463,8 @@ def emulate_tf32(
     mode = _tf32_dispatch.TF32EmulationMode(
         rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )
-    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode):
+    hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
+    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
         yield
 
 

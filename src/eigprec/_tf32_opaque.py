@@ -1,0 +1,121 @@
+"""ATen operators that run float32 products out of the dispatcher's sight (private).
+
+Their kernels multiply inside C++ (oneDNN, fused attention, fused transformer layers), so a
+dispatch mode sees the operator but not its GEMMs. :mod:`eigprec._tf32_dispatch` emulates
+the two it can rebuild from visible pieces (``_euclidean_dist``, ``_trilinear``) and, with
+:mod:`eigprec._audit_mode`, names every other one as *run but not covered*, with what a TF32
+GPU does for it. Facts, from torch's source (pytorch/pytorch):
+
+* cuDNN RNNs set their math type from ``allowTF32CuDNN(Float32Op::RNN)``
+  (``aten/src/ATen/native/cudnn/RNN.cpp``), i.e. ``torch.backends.cudnn.rnn.fp32_precision``
+  (``'tf32'`` by default in torch 2.13, like convolutions) -- not the matmul switch;
+* the memory-efficient attention kernel picks CUTLASS's ``OpMultiplyAddFastF32`` (3xTF32,
+  about float32 accuracy) for float32 on compute capability >= 8.0 at compile time
+  (``mem_eff_attention/gemm_kernel_utils.h``, ``DefaultGemmType``), whatever the switches;
+  flash attention has no float32 kernel; the math path is ``bmm``s (matmul switch);
+* autocast runs ``cdist``/``pdist``/``dist`` in float32 (``autocast_mode.cpp``:
+  ``KERNEL_CUDA(cdist, fp32)``), so their GEMMs are float32 products even under autocast.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import torch
+
+__all__ = ["DECOMPOSABLE", "OPAQUE", "euclidean_dist", "trilinear"]
+
+_aten = torch.ops.aten
+
+_FASTPATH = (
+    "fused transformer fast path (eval or no_grad): on a GPU its GEMMs follow the matmul "
+    "TF32 switch; torch.backends.mha.set_fastpath_enabled(False) makes it run the "
+    "emulated path"
+)
+_ATTENTION = (
+    "fused attention: on a TF32 GPU float32 runs the memory-efficient kernel, whose CUTLASS "
+    "GEMMs use 3xTF32 (about float32 accuracy) whatever the switches, or the math path "
+    "(bmm, matmul switch); here it runs in float32"
+)
+_RNN = (
+    "fused RNN (oneDNN on the CPU): on a GPU cuDNN runs it in TF32 when "
+    "torch.backends.cudnn.rnn.fp32_precision is 'tf32' (the default); here it runs in float32"
+)
+
+
+def _ops(names: tuple[str, ...], note: str) -> dict[Any, str]:
+    found = (getattr(_aten, n, None) for n in names)
+    return {op: note for op in found if op is not None}
+
+
+# packet -> what a TF32 GPU does with it (operators absent from this torch are skipped).
+OPAQUE: dict[Any, str] = {
+    **_ops(("_transformer_encoder_layer_fwd", "_native_multi_head_attention"), _FASTPATH),
+    **_ops(
+        (
+            "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_efficient_attention_backward",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_cudnn_attention_backward",
+            "_efficient_attention_forward",
+            "_efficient_attention_backward",
+            "_flash_attention_forward",
+            "_flash_attention_backward",
+        ),
+        _ATTENTION,
+    ),
+    **_ops(
+        ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward", "_cudnn_rnn", "_cudnn_rnn_backward"),
+        _RNN,
+    ),
+}
+
+
+def euclidean_dist(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """``aten._euclidean_dist`` (cdist's matrix-product path) from visible pieces.
+
+    The same operations as ATen's ``_euclidean_dist`` (``aten/src/ATen/native/Distance.cpp``),
+    bit for bit in float32; its one GEMM now reaches the dispatch modes.
+    """
+    x1_norm = x1.pow(2).sum(-1, True)
+    x2_norm = x2.pow(2).sum(-1, True)
+    left = torch.cat([x1.mul(-2), x1_norm, torch.ones_like(x1_norm)], -1)
+    right = torch.cat([x2, torch.ones_like(x2_norm), x2_norm], -1)
+    return left.matmul(right.mT).clamp_min_(0).sqrt_()
+
+
+def trilinear(
+    i1: torch.Tensor,
+    i2: torch.Tensor,
+    i3: torch.Tensor,
+    expand1: list[int],
+    expand2: list[int],
+    expand3: list[int],
+    sumdim: list[int],
+    unroll_dim: int = 1,
+) -> torch.Tensor:
+    """``aten._trilinear`` (``nn.Bilinear``) as an einsum, whose pairwise products are GEMMs.
+
+    ATen's kernel also contracts pairwise with ``bmm`` (``sumproduct_pair``); the order of
+    the contractions may differ, so results agree to float32 rounding, not bit for bit.
+    """
+    del unroll_dim  # a loop-unrolling hint of the C++ kernel
+    parts = []
+    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        for d in sorted(expand):
+            t = t.unsqueeze(d)
+        parts.append(t)
+    letters = string.ascii_letters[: parts[0].dim()]
+    out = "".join(c for d, c in enumerate(letters) if d not in set(sumdim))
+    # einsum broadcasts size-1 dimensions; keep them where _trilinear keeps them.
+    result = torch.einsum(f"{letters},{letters},{letters}->{out}", *parts)
+    return result
+
+
+# packet -> its visible rebuild (emulated when TF32 applies to its float32 inputs)
+DECOMPOSABLE: dict[Any, Any] = {_aten._euclidean_dist: euclidean_dist, _aten._trilinear: trilinear}

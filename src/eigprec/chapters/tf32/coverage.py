@@ -10,11 +10,13 @@ machine.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
+from eigprec import NotEmulatedWarning
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import emulate_tf32
 
@@ -101,35 +103,58 @@ TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
 _OFF = 1 + 2.0**-12  # its last bit is below TF32's ten: rounding to TF32 gives 1
 
 
-def _probe_exact(run: Callable[[], torch.Tensor]) -> bool:
-    # True when the 2**-12 was lost: the operand was rounded to TF32
-    with matmul_precision("high"), emulate_tf32(force=True):
-        return float(run().flatten()[0]) == 1.0
+def _verdict(rounded: bool, caught: list[warnings.WarningMessage]) -> str:
+    if rounded:
+        return "rounds"
+    named = any(issubclass(w.category, NotEmulatedWarning) for w in caught)
+    return "float32, with a warning" if named else "float32"
 
 
-def _probe_changed(run: Callable[[], torch.Tensor]) -> bool:
-    # True when emulation changes the result at all
+def _probe_exact(run: Callable[[], torch.Tensor]) -> str:
+    # rounded when the 2**-12 was lost: the operand was rounded to TF32
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with matmul_precision("high"), emulate_tf32(force=True):
+            rounded = float(run().flatten()[0]) == 1.0
+    return _verdict(rounded, caught)
+
+
+def _probe_changed(run: Callable[[], torch.Tensor]) -> str:
+    # rounded when emulation changes the result at all
     with matmul_precision("highest"):
         plain = run()
-    with matmul_precision("high"), emulate_tf32(force=True):
-        emulated = run()
-    return not torch.equal(plain, emulated)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with matmul_precision("high"), emulate_tf32(force=True):
+            emulated = run()
+    return _verdict(not torch.equal(plain, emulated), caught)
 
 
-def emulator_coverage() -> dict[str, bool]:
+def _all_round(*verdicts: str) -> str:
+    not_rounded = [v for v in verdicts if v != "rounds"]
+    return not_rounded[0] if not_rounded else "rounds"
+
+
+def _any_rounds(*verdicts: str) -> str:
+    return "rounds" if "rounds" in verdicts else verdicts[0]
+
+
+def emulator_coverage() -> dict[str, str]:
     """Measure whether :func:`~eigprec.tf32.emulate_tf32` rounds each operation family.
 
     Exact probes multiply ``1 + 2**-12`` by one (the result is 1 exactly when the
     operand was rounded to TF32); the others compare a seeded random run with and
-    without the emulator.
+    without the emulator. A :class:`~eigprec.NotEmulatedWarning` (an operator the
+    emulator names as run but not covered) is caught and reported.
 
     Returns:
-        Probe key of :data:`TF32_COVERAGE` -> True where the emulator rounded.
+        Probe key of :data:`TF32_COVERAGE` -> ``"rounds"``, ``"float32"`` or
+        ``"float32, with a warning"`` (named as not emulated).
 
     Example:
         >>> cov = emulator_coverage()
         >>> cov["mm"], cov["mv"]
-        (True, False)
+        ('rounds', 'float32')
     """
     g = torch.Generator().manual_seed(0)
     x = torch.tensor([_OFF])
@@ -155,9 +180,11 @@ def emulator_coverage() -> dict[str, bool]:
 
     return {
         "mm": _probe_exact(lambda: x.reshape(1, 1) @ one),
-        "vecmat": _probe_exact(lambda: x @ one) and _probe_exact(lambda: F.linear(x, one)),
-        "mv": _probe_exact(lambda: x.reshape(1, 1) @ torch.ones(1))
-        or _probe_exact(lambda: torch.dot(x, torch.ones(1))),
+        "vecmat": _all_round(_probe_exact(lambda: x @ one), _probe_exact(lambda: F.linear(x, one))),
+        "mv": _any_rounds(
+            _probe_exact(lambda: x.reshape(1, 1) @ torch.ones(1)),
+            _probe_exact(lambda: torch.dot(x, torch.ones(1))),
+        ),
         "conv": _probe_exact(lambda: F.conv2d(x.reshape(1, 1, 1, 1), one.reshape(1, 1, 1, 1))),
         "lstm": _probe_changed(lstm_out),
         "sdpa": _probe_changed(lambda: F.scaled_dot_product_attention(q, k, v)),

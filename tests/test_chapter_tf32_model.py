@@ -145,3 +145,11 @@ def test_published_figures_are_consistent():
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_env_override_sets_only_the_start_value():
+    # on the pinned torch, 'highest' switches the override's TF32 off again
+    got = tk.env_override_check("1")
+    assert got["precision"] == "high" and got["allow_tf32"] is True
+    assert got["allow_tf32_after_highest"] is False
+    assert got["fp32_precision_after_highest"] in ("ieee", None)

@@ -74,3 +74,19 @@ def test_hex_float():
 def test_docstring_examples():
     result = doctest.testmod(tp)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_truncated_series_is_drawn_without_a_model_line():
+    from eigprec.chapters.tf32.published import diag_qtlq_roundings
+
+    result = diag_qtlq_experiment(n=32)
+    plain = tp.plot_qtlq_errors(result)
+    fig = tp.plot_qtlq_errors(result, truncated=diag_qtlq_roundings(("rz",), n=32)["rz"])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "TF32 truncated (rz)" in labels
+    dashed = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == len(
+        [ln for ln in plain.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    )
+    plt.close(fig)
+    plt.close(plain)

@@ -282,7 +282,8 @@ def remedies_experiment(
 #: Peak throughput in TFLOP/s from NVIDIA's datasheets: float32 on the CUDA cores, TF32 on the
 #: tensor cores dense and with 2:4 structured sparsity. The A100 datasheet gives TF32 as
 #: "156 TF | 312 TF*" (* with sparsity); the H100 datasheet gives "989 teraFLOPS*" (* with
-#: sparsity, "specifications are one-half lower without sparsity"), so dense is 989/2.
+#: sparsity, "specifications are one-half lower without sparsity"), so dense is 989/2. The
+#: A40 (GA102, the workstation tier) datasheet gives FP32 37.4 and TF32 "74.8 | 149.6*".
 #: ``source`` is the key of the chapter's bibliography entry.
 PUBLISHED_THROUGHPUT = (
     {
@@ -298,6 +299,13 @@ PUBLISHED_THROUGHPUT = (
         "tf32_dense": 494.5,
         "tf32_sparse": 989.0,
         "source": "nvidia_h100_datasheet",
+    },
+    {
+        "gpu": "A40 (GA102)",
+        "fp32": 37.4,
+        "tf32_dense": 74.8,
+        "tf32_sparse": 149.6,
+        "source": "nvidia_a40_datasheet",
     },
 )
 

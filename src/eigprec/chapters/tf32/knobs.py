@@ -27,9 +27,13 @@ __all__ = [
 _READ_SETTINGS = """
 import json, torch
 m = torch.backends.cuda.matmul
-print(json.dumps({"precision": torch.get_float32_matmul_precision(),
-                  "allow_tf32": bool(m.allow_tf32),
-                  "fp32_precision": getattr(m, "fp32_precision", None)}))
+start = {"precision": torch.get_float32_matmul_precision(),
+         "allow_tf32": bool(m.allow_tf32),
+         "fp32_precision": getattr(m, "fp32_precision", None)}
+torch.set_float32_matmul_precision("highest")
+start["allow_tf32_after_highest"] = bool(m.allow_tf32)
+start["fp32_precision_after_highest"] = getattr(m, "fp32_precision", None)
+print(json.dumps(start))
 """
 
 
@@ -38,14 +42,17 @@ def env_override_check(value: str = "1", timeout: float = 120.0) -> dict[str, ob
 
     A fresh interpreter, with the variable set to ``value`` (``"1"`` as in NVIDIA's NGC
     containers), imports torch and reports ``get_float32_matmul_precision()``,
-    ``cuda.matmul.allow_tf32`` and ``cuda.matmul.fp32_precision``.
+    ``cuda.matmul.allow_tf32`` and ``cuda.matmul.fp32_precision``, then calls
+    ``torch.set_float32_matmul_precision("highest")`` and reads the last two again (does
+    the variable only set the start value, or does it stick?).
 
     Args:
         value: the variable's value; ``""`` removes it from the environment.
         timeout: seconds to wait for the interpreter.
 
     Returns:
-        ``{"precision", "allow_tf32", "fp32_precision"}`` as torch starts.
+        ``{"precision", "allow_tf32", "fp32_precision"}`` as torch starts, and
+        ``allow_tf32_after_highest`` and ``fp32_precision_after_highest``.
 
     Raises:
         RuntimeError: if the interpreter fails.

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -72,7 +73,9 @@ def plot_formats() -> Figure:
 
 
 def plot_qtlq_errors(
-    result: DiagQtLQResult, methods: Sequence[str] = ("fp32", "tf32", "3xtf32")
+    result: DiagQtLQResult,
+    methods: Sequence[str] = ("fp32", "tf32", "3xtf32"),
+    truncated: torch.Tensor | None = None,
 ) -> Figure:
     """|error| of ``diag(QᵀLQ)`` against λ, log-log, with each format's predicted level.
 
@@ -81,10 +84,13 @@ def plot_qtlq_errors(
     unit roundoff (for 3xTF32 the split's loss, at most ``2**-23``): the
     crude model's median error from rounding L alone; the grey
     diagonal is ``|error| = λ``: points above it have lost every correct digit.
+    ``truncated`` (TF32 estimates emulated with truncation, "rz") is drawn without a
+    dashed line: the crude model assumes rounding to nearest.
 
     Args:
         result: output of :func:`~eigprec.chapters.tf32.experiments.diag_qtlq_experiment`.
         methods: which estimates to draw.
+        truncated: optional float64 estimates with TF32 truncation, one per eigenvalue.
 
     Returns:
         The matplotlib figure.
@@ -107,6 +113,9 @@ def plot_qtlq_errors(
             ax.axhline(
                 level, color=color, linestyle="--", linewidth=1, label=f"predicted median, {label}"
             )
+    if truncated is not None:
+        err = (truncated - lam).abs().clamp_min(floor)
+        ax.scatter(lam, err, s=16, color="#dd8452", marker="x", label="TF32 truncated (rz)")
     ax.plot(
         [float(lam.min()), float(lam.max())],
         [float(lam.min()), float(lam.max())],

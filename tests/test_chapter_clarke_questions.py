@@ -191,3 +191,21 @@ def test_new_figures_have_titles_labels_and_legends():
             assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
             assert ax.get_legend() is not None
         plt.close(fig)
+
+
+def test_cpu_method_costs_times_one_thread_in_thread_cpu_time(monkeypatch):
+    # One thread: the calling thread's CPU time (blind to other processes); otherwise wall
+    # clock, since thread time would miss the work of the other threads.
+    calls = []
+
+    def fake_clock(fn):
+        fn()
+        calls.append(1)
+        return 1.0
+
+    monkeypatch.setattr(speed, "thread_time_clock", fake_clock)
+    t = speed.cpu_method_costs(batch=2, n=20, repeats=2, threads=1)
+    assert set(t.values()) == {1.0} and len(calls) == 2 * len(t)
+    calls.clear()
+    t = speed.cpu_method_costs(batch=2, n=20, repeats=1, threads=None)
+    assert not calls and all(v != 1.0 for v in t.values())

@@ -133,6 +133,7 @@ def test_cpu_method_costs_keys_and_threads():
         "train_eigh",
         "train_subset",
         "train_inverse_iteration",
+        "train_mean",
     }
     assert all(v > 0 for v in t.values())
 

@@ -62,6 +62,7 @@ def inverse_iteration_tradeoff(
     seed: int = 0,
     gap_range: tuple[float, float] = (1e-7, 1e-2),
     gap_edges: tuple[float, ...] = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, math.inf),
+    neighbour: str = "above",
 ) -> dict[str, Any]:
     """Speed and accuracy of the inverse-iteration gradient against the exact one.
 
@@ -80,23 +81,29 @@ def inverse_iteration_tradeoff(
         backend: eigenvalue backend.
         dtype: float32 or float64.
         steps: inverse-iteration steps.
-        repeats: timed rounds (median).
+        repeats: timed rounds (median); 0 skips the timing (accuracy only).
         seed: generator seed.
         gap_range: the gap between λ_k and its neighbour is drawn log-uniformly from this
             range (the matrices are Q diag(λ) Qᵀ with Haar Q and otherwise evenly spaced λ on
             [−1, 1]); random symmetric matrices would almost never show small gaps.
         gap_edges: bin edges of the relative gap.
+        neighbour: ``"above"`` or ``"below"``: the side of λ_k the close neighbour sits on
+            (inverse iteration shifts slightly above λ_k, towards a neighbour above).
 
     Returns:
-        dict with ``forward``, ``train_exact``, ``train_invit`` seconds, ``bins`` (one dict per
+        dict with ``forward``, ``train_exact``, ``train_invit`` seconds (absent when
+        ``repeats=0``), ``bins`` (one dict per
         gap bin: ``lo``, ``hi`` (None for +∞), ``count``, ``max_grad_err``,
-        ``max_grad_err_solver`` (None for an empty bin)).
+        ``max_grad_err_solver``, ``grad_scale`` (median largest entry of the exact gradient);
+        None for an empty bin)).
 
     Example:
         >>> r = inverse_iteration_tradeoff(batch=20, n=8, repeats=1)
         >>> sum(b["count"] for b in r["bins"])
         20
     """
+    if neighbour not in ("above", "below"):
+        raise ValueError(f"neighbour must be 'above' or 'below', got {neighbour!r}")
     g = torch.Generator().manual_seed(seed)
     Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
     kk = k % n
@@ -107,7 +114,8 @@ def inverse_iteration_tradeoff(
         math.log(lo_gap) + (math.log(hi_gap) - math.log(lo_gap)) * torch.rand(batch, generator=g)
     ).double()
     lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(batch, 1)
-    nb = kk + 1 if kk + 1 < n else kk - 1
+    above = (neighbour == "above" and kk + 1 < n) or kk == 0
+    nb = kk + 1 if above else kk - 1
     lam[:, nb] = lam[:, kk] + torch.sign(torch.tensor(float(nb - kk))) * gaps
     A64 = (Q * lam[:, None, :]) @ Q.mT
     A64 = (A64 + A64.mT) / 2
@@ -127,10 +135,14 @@ def inverse_iteration_tradeoff(
             X, k, backend=backend, method="inverse_iteration", steps=steps
         ).sum().backward()
 
-    t = time_side_by_side(
-        {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
-        repeats=repeats,
-        device=device,
+    t = (
+        time_side_by_side(
+            {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
+            repeats=repeats,
+            device=device,
+        )
+        if repeats > 0
+        else {}
     )
     exact = _grad(A64, k)
     X = A.detach().requires_grad_(True)
@@ -138,6 +150,7 @@ def inverse_iteration_tradeoff(
     assert X.grad is not None
     err = (X.grad.double().cpu() - exact).abs().amax(dim=(-2, -1))
     err_exact = (_grad(A, k, backend=backend).double().cpu() - exact).abs().amax(dim=(-2, -1))
+    scale = exact.abs().amax(dim=(-2, -1))
     w = torch.linalg.eigvalsh(A64)
     others = torch.cat([w[:, :kk], w[:, kk + 1 :]], dim=-1)
     rel_gap = (others - w[:, kk : kk + 1]).abs().amin(-1) / w.abs().amax(-1)
@@ -152,6 +165,8 @@ def inverse_iteration_tradeoff(
                 # None, not NaN, for an empty bin: the recordings are strict JSON
                 "max_grad_err": float(err[sel].max()) if sel.any() else None,
                 "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else None,
+                # the size of what is being approximated: the exact gradient's largest entry
+                "grad_scale": float(scale[sel].median()) if sel.any() else None,
             }
         )
     return {"batch": batch, "n": n, "steps": steps, "device": device, **t, "bins": bins}
@@ -256,7 +271,8 @@ def cpu_method_costs(
         backward: the forward pass of a training step, which also computes the eigenvector the
         backward needs), ``torch_train``
         (``torch.linalg.eigh`` + backward) and ``train_<method>`` (``kth_eigvalsh`` +
-        backward) for method ``eigh``, ``subset`` and ``inverse_iteration``.
+        backward) for method ``eigh``, ``subset`` and ``inverse_iteration``, and ``train_mean``
+        (``kth_eigvalsh(..., subgradient="mean")`` + backward).
 
     Example:
         >>> t = cpu_method_costs(batch=4, n=20, repeats=1)
@@ -295,6 +311,12 @@ def cpu_method_costs(
         "torch_train": torch_train,
     }
     fns.update({f"train_{m}": train(m) for m in ("eigh", "subset", "inverse_iteration")})
+
+    def train_mean() -> None:  # the minimum-norm element: every eigenvector, then U Uᵀ / r
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh(X, k, subgradient="mean").sum().backward()
+
+    fns["train_mean"] = train_mean
     previous = torch.get_num_threads()
     limit: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if threads is not None:

@@ -198,3 +198,32 @@ def test_time_interleaved_fits_repeats_to_the_budget():
         time_interleaved({}, clock=clock)
     with pytest.raises(ValueError):
         time_interleaved(fns, clock=clock, budget_s=0)
+
+
+def test_bench_eig_script_reports_the_mean_cost_and_the_eigvalsh_targets(capsys):
+    # issue 24 new-2 and "Done when": the script times "mean" against torch's eigh+backward
+    # and the default path, and forward+backward against torch.linalg.eigvalsh, in thread
+    # time (one torch thread).
+    import importlib.util
+
+    from .conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_eig", ROOT / "benchmarks" / "bench_eig.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.thread_time_clock(lambda: sum(range(1000))) >= 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        bench.headline(batch=4, n=6, repeats=2)
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "thread CPU time" in out
+    for label in (
+        "fwd+bwd ÷ torch.linalg.eigvalsh",
+        '"mean" fwd+bwd ÷ eigh fwd+bwd',
+        '"mean" fwd+bwd ÷ default fwd+bwd',
+    ):
+        line = next(x for x in out.splitlines() if x.startswith(label))
+        assert float(line[len(label) :].split()[0]) > 0, line

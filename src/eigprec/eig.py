@@ -12,9 +12,22 @@
   subdifferential ∂λ_k(X) = {U W Uᵀ : W ⪰ 0, tr W = 1} — either the solver's q qᵀ or the
   minimum-norm element U Uᵀ / r;
 * maps a batch entry holding NaN/Inf to NaN (value and gradient) without touching the others,
-  and without asking the host whether any entry is bad. (With ``backend="torch"`` on CUDA,
+  and without asking the host whether any entry is bad. A bad entry masked out of the loss
+  (``torch.where`` or indexing; its incoming gradient is then 0) contributes a zero gradient,
+  so parameters shared across the batch (``W + D_i``) keep finite gradients; a loss that
+  keeps the NaN value makes them NaN, as any NaN in a sum does. (With ``backend="torch"`` on CUDA,
   ``torch.linalg`` itself still synchronises to check its solver's status; the CuPy backend
   does not: it reads the solver's per-matrix status on the device.)
+
+Threads: the library sets no thread limits. ``method="subset"`` calls LAPACK through SciPy,
+whose BLAS (OpenBLAS in SciPy's wheels) keeps its own thread pool, independent of
+``torch.set_num_threads``; on a many-core CPU limit it with ``OPENBLAS_NUM_THREADS`` before
+the process starts or with ``threadpoolctl.threadpool_limits`` (not a dependency of this
+package). ``torch.linalg`` follows ``torch.set_num_threads``.
+
+Half precision: float16/bfloat16 input (e.g. under ``torch.autocast``) is refused with a
+``TypeError`` that names the remedy, ``A.float()``: no eigensolver here takes it, and at
+bfloat16's eps = 7.8e-3 most eigenvalue gaps would be below its resolution anyway.
 
 The gradient follows ``torch.linalg.eigvalsh``'s convention: it is the symmetric matrix
 q qᵀ · grad, the derivative along symmetric perturbations, even though only one triangle of
@@ -28,30 +41,48 @@ What works where (checked in ``tests/test_eig*.py``):
 
 * eager autograd, ``torch.autograd.gradcheck`` through ``X + X.mT`` (float64, simple
   eigenvalues);
-* ``torch.compile(..., fullgraph=True)``: the work is two ``torch.library.custom_op`` s with
-  fake (meta) kernels, so the graph never breaks, forward and backward;
-* ``torch.func.vmap``, of the value and of an input that requires grad followed by
-  ``.backward()`` (a batching rule is registered: the op is batched already, so vmap only moves
-  the mapped dimension to the front);
-* not supported, and refused with ``NotImplementedError`` rather than answered wrongly:
-  ``torch.func.grad``/``jacrev``/``hessian`` (``custom_op``'s ``register_autograd`` is not
-  functorch-aware in torch 2.13), forward-mode AD (``torch.func.jvp``/``jacfwd``,
-  ``torch.autograd.forward_ad``: the tangent would be dropped), and second derivatives
-  through ``create_graph=True`` (the backward treats the eigenvector as a constant).
+* torch's transforms, as for ``torch.linalg.eigvalsh``: ``torch.func.grad``/``jacrev``/
+  ``hessian``, ``vmap`` (of the value, of ``grad`` — per-sample gradients — and of an input
+  that requires grad followed by ``.backward()``), forward mode (``torch.func.jvp``/``jacfwd``,
+  ``torch.autograd.forward_ad``: the tangent is ⟨G, Ȧ⟩ for the element G the backward
+  returns, ⟨q qᵀ, Ȧ⟩ at a simple eigenvalue) and second derivatives (``create_graph=True``:
+  the derivative of G, by the Daleckii–Krein formula — the Hessian term
+  Σ_{j≠k} 2 (q_jᵀ E q_k)² / (λ_k − λ_j) at a simple eigenvalue). A second derivative
+  recomputes the full decomposition with ``torch.linalg.eigh`` (whatever ``method``/
+  ``backend`` computed the first). At a tie, the documented choice: ``"mean"`` returns the
+  second derivative of the cluster's average eigenvalue, which is smooth there;
+  ``"eigenvector"`` returns that of q qᵀ, which is huge or infinite, as
+  ``torch.linalg.eigh``'s is;
+* ``torch.compile(..., fullgraph=True)``, also with ``dynamic=True`` and ``k`` an argument:
+  the work is two ``torch.library.custom_op`` s with fake (meta) kernels, so the graph never
+  breaks, forward and backward; a compiled graph runs the op's first-order backward
+  (second derivatives and ``torch.func`` transforms are for eager code).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import operator
+import re
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from eigprec import _cupy_bridge, _eig_invit, _eig_lapack
+from eigprec import _cupy_bridge, _eig_lapack
+from eigprec._eig_ops import (  # noqa: F401  (_factor_impl, _gradient: shown by the Clarke chapter)
+    KthEigvalsh,
+    _factor_backward,
+    _factor_impl,
+    _gradient,
+    factor_op,
+    value_op,
+)
+from eigprec._eig_tol import default_cluster_tol, measure_tie_splits
 
-__all__ = ["default_cluster_tol", "kth_eigvalsh"]
+__all__ = ["default_cluster_tol", "kth_eigvalsh", "measure_tie_splits"]
 
 Backend = Literal["auto", "torch", "cupy"]
 Method = Literal["auto", "eigh", "subset", "inverse_iteration"]
@@ -60,13 +91,7 @@ Subgradient = Literal["eigenvector", "mean"]
 _BACKENDS = ("auto", "torch", "cupy")
 _METHODS = ("auto", "eigh", "subset", "inverse_iteration")
 _SUBGRADIENTS = ("eigenvector", "mean")
-# Measured (float32, torch.linalg.eigvalsh against the same matrices in float64, 200 random
-# symmetric matrices per n): the largest eigenvalue error was 2.05–2.34 · eps · √n · max|λ| for
-# n = 10, 30, 100, 300 — it grows like √n, not n — and the copies of an exactly repeated
-# eigenvalue split by less. A factor of 8 covers that error with a margin of 3.5 and stays
-# below the gaps float32 still resolves: 9.5e-6 · max|λ| at n = 100 (the former n-scaling gave
-# 9.5e-5 there). tests/test_eig_tolerance.py re-checks both sides.
-_CLUSTER_TOL_FACTOR = 8.0
+_MAX_STEPS = 1000
 # From benchmarks/bench_eig.py's size sweep (one CPU thread): LAPACK's subset driver, called
 # per matrix from Python, beats torch.linalg.eigvalsh for the value from n ≈ 32 and
 # torch.linalg.eigh for value + eigenvector from n ≈ 16; below, the loop's overhead dominates.
@@ -75,240 +100,10 @@ _CLUSTER_TOL_FACTOR = 8.0
 _SUBSET_MIN_N_VALUE = 32
 _SUBSET_MIN_N_GRAD = 16
 # torch.linalg.eigh on CUDA before torch 2.12 reaches cuSOLVER's batched solver only for
-# n <= 32 and loops over the batch above (pytorch issue 175585); pytorch issue 192483 reports
-# that PR 175403 made it batched for every n in 2.12 (not measured here: no GPU). Only in the
-# first case is CuPy's batched Jacobi known to help, so only there does "auto" pick CuPy.
+# n <= 32 and loops over the batch above (pytorch issue 175585); from 2.12 it batches every n
+# (pytorch PR 175403, in the 2.12 release notes; not measured here). Only in the first case
+# is CuPy's batched solver known to help, so only there does "auto" pick CuPy.
 _TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
-    """Default cluster tolerance for ``subgradient="mean"``, per batch entry.
-
-    ``8 · eps(dtype) · √n · max_i |λ_i|``: about 3.5 times the largest eigenvalue error of the
-    eigensolver measured for n = 10 … 300 (which grows like √n), so the rounding-split copies of
-    an exactly repeated eigenvalue form one cluster, while gaps float32 resolves (at n = 100,
-    anything above ≈ 1e-5 · max|λ|) are not merged.
-
-    Args:
-        eigenvalues: ``(..., n)`` float eigenvalues of each matrix (any order).
-        n: the matrix size (``eigenvalues.shape[-1]``).
-
-    Returns:
-        ``(...)`` tensor of absolute tolerances.
-
-    Raises:
-        TypeError: ``eigenvalues`` not a floating-point tensor; ``n`` not an int.
-        ValueError: ``eigenvalues`` a scalar; ``n`` differing from ``eigenvalues.shape[-1]``.
-
-    Example:
-        >>> import torch
-        >>> w = torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64)
-        >>> bool(default_cluster_tol(w, 3) < 1e-13)
-        True
-    """
-    if not isinstance(eigenvalues, Tensor) or not eigenvalues.is_floating_point():
-        what = eigenvalues.dtype if isinstance(eigenvalues, Tensor) else type(eigenvalues).__name__
-        raise TypeError(f"default_cluster_tol: eigenvalues must be a float tensor, got {what}")
-    if isinstance(n, bool) or not hasattr(n, "__index__"):
-        raise TypeError(f"default_cluster_tol: n must be an int, got {type(n).__name__}")
-    n = operator.index(n)
-    if eigenvalues.dim() < 1:
-        raise ValueError("default_cluster_tol: eigenvalues must have at least 1 dimension")
-    if n != eigenvalues.shape[-1]:
-        raise ValueError(
-            f"default_cluster_tol: n={n} differs from the number of eigenvalues "
-            f"{eigenvalues.shape[-1]} (last dimension)"
-        )
-    eps = torch.finfo(eigenvalues.dtype).eps
-    scale = eigenvalues.abs().amax(dim=-1) if n > 0 else eigenvalues.new_zeros(())
-    return _CLUSTER_TOL_FACTOR * eps * math.sqrt(n) * scale
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _bad_entries(A: Tensor, lower: bool) -> Tensor:
-    """Boolean ``(...)`` mask of batch entries whose *read* triangle holds NaN or Inf."""
-    n = A.shape[-1]
-    tri = torch.ones(n, n, dtype=torch.bool, device=A.device)
-    tri = tri.tril() if lower else tri.triu()
-    return (~torch.isfinite(A) & tri).any(dim=(-2, -1))
-
-
-def _sanitise(A: Tensor, lower: bool) -> tuple[Tensor, Tensor | None]:
-    """Replace bad batch entries by zero matrices; return the mask (None: nothing to mask).
-
-    LAPACK and cuSOLVER may raise, loop or return plausible numbers on NaN input, so bad
-    entries never reach them. On the CPU a single sum screens the whole batch first (NaN and
-    Inf propagate through a sum; an overflow only sends us down the exact path), so clean
-    input pays one cheap reduction. On CUDA the mask is always applied on the device, since
-    asking whether any entry is bad would synchronise with the host.
-    """
-    if A.numel() == 0:
-        return A, None
-    if A.device.type == "cpu" and bool(torch.isfinite(A.sum())):
-        return A, None
-    bad = _bad_entries(A, lower)
-    return torch.where(
-        bad[..., None, None], torch.zeros((), dtype=A.dtype, device=A.device), A
-    ), bad
-
-
-def _nan_where(bad: Tensor | None, x: Tensor, extra_dims: int) -> Tensor:
-    if bad is None:
-        return x
-    mask = bad.reshape(bad.shape + (1,) * extra_dims)
-    return torch.where(mask, torch.full((), float("nan"), dtype=x.dtype, device=x.device), x)
-
-
-def _eigvalsh(A: Tensor, lower: bool, backend: str) -> Tensor:
-    if backend == "cupy":
-        return _cupy_bridge.eigvalsh(A, lower)
-    return torch.linalg.eigvalsh(A, UPLO="L" if lower else "U")
-
-
-def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
-    if backend == "cupy":
-        return _cupy_bridge.eigh(A, lower)
-    w, V = torch.linalg.eigh(A, UPLO="L" if lower else "U")
-    return w, V
-
-
-# --------------------------------------------------------------------------- custom ops
-
-
-def _value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
-    """λ_k only: the no-grad path never forms eigenvectors."""
-    A_clean, bad = _sanitise(A, lower)
-    if method == "subset":
-        lam = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=False)[0]
-    else:
-        lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
-    return _nan_where(bad, lam, 0)
-
-
-_value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())(_value_impl)
-
-
-@_value_op.register_fake
-def _(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
-    return A.new_empty(A.shape[:-2])
-
-
-def _factor_impl(
-    A: Tensor,
-    k: int,
-    lower: bool,
-    backend: str,
-    method: str,
-    subgradient: str,
-    cluster_tol: float,
-    steps: int,
-) -> tuple[Tensor, Tensor]:
-    """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol < 0``: default)."""
-    A_clean, bad = _sanitise(A, lower)
-    # [show:methods]
-    if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)
-        lam, q = _eig_lapack.kth_eigenpair(A_clean, k, lower, vectors=True)
-        F = q[..., None]
-    elif method == "inverse_iteration":  # all eigenvalues, then one eigenvector
-        lam = _eigvalsh(A_clean, lower, backend)[..., k]
-        F = _eig_invit.eigenvector(A_clean, lam, lower, steps)[..., None]
-    # [/show:methods]
-    else:
-        w, V = _eigh(A_clean, lower, backend)
-        lam = w[..., k]
-        if subgradient == "eigenvector":
-            F = V[..., :, k : k + 1]
-        else:
-            # A user's tolerance stays a Python scalar: turning it into a CUDA tensor would be
-            # a blocking host-to-device copy.
-            n = A.shape[-1]
-            tol = default_cluster_tol(w, n)[..., None] if cluster_tol < 0 else cluster_tol
-            # A mask over *all* eigenvectors keeps shapes static and avoids asking the host
-            # how large each cluster is: weights are 1/r inside the cluster and 0 outside, so
-            # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r.
-            # [show:mean]
-            inside = (w - lam[..., None]).abs() <= tol
-            weights = inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
-            F = V * weights.sqrt()[..., None, :]
-            # [/show:mean]
-    return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
-
-
-_factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())(_factor_impl)
-
-
-@_factor_op.register_fake
-def _(
-    A: Tensor,
-    k: int,
-    lower: bool,
-    backend: str,
-    method: str,
-    subgradient: str,
-    cluster_tol: float,
-    steps: int,
-) -> tuple[Tensor, Tensor]:
-    n = A.shape[-1]
-    m = 1 if subgradient == "eigenvector" else n
-    return A.new_empty(A.shape[:-2]), A.new_empty((*A.shape[:-2], n, m))
-
-
-def _factor_setup(ctx, inputs, output) -> None:
-    _, F = output
-    ctx.save_for_backward(F)
-    ctx.mark_non_differentiable(F)
-
-
-def _factor_backward(ctx, grad_lam: Tensor, grad_F: Tensor | None):
-    (F,) = ctx.saved_tensors
-    # Grad mode is on in a backward pass only under create_graph=True, i.e. when someone
-    # will differentiate this gradient: refuse rather than return a graph without dq/dA.
-    if torch.is_grad_enabled():
-        raise NotImplementedError(
-            "kth_eigvalsh provides first derivatives only: a second derivative needs the "
-            "derivative of the eigenvector, which this backward does not model "
-            "(called with create_graph=True)."
-        )
-    # [show:backward]
-    if F.shape[-1] == 1:
-        # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and one
-        # pass over the (..., n, n) result (scaling q first saves a second, costly at n = 45).
-        grad_A = (F * grad_lam[..., None, None]) * F.mT
-    elif F.dtype == torch.float32:
-        # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
-        grad_A = (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
-    else:
-        grad_A = (F @ F.mT) * grad_lam[..., None, None]
-    # [/show:backward]
-    return grad_A, None, None, None, None, None, None, None
-
-
-_factor_op.register_autograd(_factor_backward, setup_context=_factor_setup)
-
-
-def _move_batch_front(A: Tensor, bdim: int | None) -> Tensor:
-    return A if bdim is None else A.movedim(bdim, 0)
-
-
-# The ops already accept any leading batch shape, so vmap only has to move its dimension to
-# the front and declare it there.
-@_value_op.register_vmap
-def _(info, in_dims, A: Tensor, k: int, lower: bool, backend: str, method: str):
-    bdim = in_dims[0]
-    out = _value_op(_move_batch_front(A, bdim), k, lower, backend, method)
-    return out, (None if bdim is None else 0)
-
-
-@_factor_op.register_vmap
-def _(info, in_dims, A, k, lower, backend, method, subgradient, cluster_tol, steps):
-    bdim = in_dims[0]
-    out = _factor_op(
-        _move_batch_front(A, bdim), k, lower, backend, method, subgradient, cluster_tol, steps
-    )
-    dim = None if bdim is None else 0
-    return out, (dim, dim)
 
 
 # --------------------------------------------------------------------------- public entry
@@ -323,9 +118,17 @@ def _validate(
     subgradient: str,
     cluster_tol,
     steps,
+    tol_name: str = "cluster_tol",
 ) -> int:
     if not isinstance(A, Tensor):
         raise TypeError(f"kth_eigvalsh: A must be a torch.Tensor, got {type(A).__name__}")
+    if A.layout != torch.strided:
+        raise TypeError(
+            f"kth_eigvalsh: A must be a dense (strided) tensor, got a sparse one ({A.layout}); "
+            "call A.to_dense() first"
+        )
+    if A.device.type == "meta":
+        raise ValueError("kth_eigvalsh: A is on the meta device (no data to decompose)")
     if A.dim() < 2:
         raise ValueError(
             f"kth_eigvalsh: A must have at least 2 dimensions, got shape {tuple(A.shape)}"
@@ -334,14 +137,25 @@ def _validate(
         raise ValueError(
             f"kth_eigvalsh: A must be square in its last two dimensions, got shape {tuple(A.shape)}"
         )
+    if A.dtype in (torch.float16, torch.bfloat16):
+        # LAPACK, cuSOLVER and CuPy have no half-precision eigensolver, and one would be
+        # useless: eps(bfloat16) = 7.8e-3 makes most eigenvalue gaps unresolvable.
+        raise TypeError(
+            f"kth_eigvalsh: A is {A.dtype}, and eigensolvers run in float32 or float64: pass "
+            "A.float() (under torch.autocast, which hands out half-precision tensors, convert "
+            "explicitly; the gradient flows back through the cast in A's dtype)"
+        )
     if A.dtype not in (torch.float32, torch.float64):
         raise TypeError(
             f"kth_eigvalsh: A must be float32 or float64 (real symmetric), got {A.dtype}"
         )
-    if isinstance(k, bool) or not hasattr(k, "__index__"):
-        raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
-    k = operator.index(k)  # numpy integers too, as indexing accepts them
-    if not isinstance(lower, bool):  # None or 0 would otherwise silently read the upper triangle
+    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
+    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
+    if not (isinstance(k, int | torch.SymInt) and not isinstance(k, bool)):
+        if isinstance(k, bool | np.bool_) or not hasattr(k, "__index__"):
+            raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
+        k = operator.index(k)  # numpy integers too, as indexing accepts them
+    if not isinstance(lower, bool | np.bool_):  # None or 0 would silently read the upper one
         raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
     if not -n <= k < n:
@@ -361,53 +175,47 @@ def _validate(
         )
     if cluster_tol is not None:
         if subgradient != "mean":
-            raise ValueError('kth_eigvalsh: cluster_tol is only used with subgradient="mean"')
-        if isinstance(cluster_tol, bool) or not isinstance(cluster_tol, (int, float)):
+            raise ValueError(f'kth_eigvalsh: {tol_name} is only used with subgradient="mean"')
+        try:  # Python and NumPy real scalars; 10**400 overflows a float
+            ok = not isinstance(cluster_tol, bool | np.bool_)
+            tol = float(cluster_tol) if ok and isinstance(cluster_tol, numbers.Real) else None
+        except OverflowError:
+            tol = float("inf")
+        if tol is None:
             raise TypeError(
-                f"kth_eigvalsh: cluster_tol must be a float, got {type(cluster_tol).__name__}"
+                f"kth_eigvalsh: {tol_name} must be a float, got {type(cluster_tol).__name__}"
             )
-        if not (cluster_tol >= 0 and cluster_tol < float("inf")):
-            raise ValueError(
-                f"kth_eigvalsh: cluster_tol must be finite and >= 0, got {cluster_tol}"
-            )
+        if not (tol >= 0 and tol < float("inf")):
+            raise ValueError(f"kth_eigvalsh: {tol_name} must be finite and >= 0, got {cluster_tol}")
     if steps is not None:
         if method != "inverse_iteration":
             raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
         if isinstance(steps, bool) or not hasattr(steps, "__index__"):
             raise TypeError(f"kth_eigvalsh: steps must be an int, got {type(steps).__name__}")
-        if operator.index(steps) < 1:
-            raise ValueError(f"kth_eigvalsh: steps must be >= 1, got {steps}")
+        if not 1 <= operator.index(steps) <= _MAX_STEPS:
+            # Inverse iteration gains a factor gap/shift per step: a few steps suffice, and
+            # beyond 2**63 - 1 the custom op's int64 argument overflows.
+            raise ValueError(f"kth_eigvalsh: steps must be between 1 and {_MAX_STEPS}, got {steps}")
     return k % n
 
 
-def _refuse_unsupported_transforms(A: Tensor) -> None:
-    """Raise where a transform would otherwise drop or garble the derivative silently.
+def _forward_mode(A: Tensor) -> bool:
+    """Whether a forward-mode transform (``torch.func.jvp``/``jacfwd``, ``forward_ad``) is on.
 
-    ``torch.library.custom_op``'s autograd registration is not functorch-aware (torch 2.13):
-    under ``torch.func.grad`` it fails with an opaque message, and under forward-mode AD the
-    tangent is silently dropped (``jvp`` would report a zero derivative). Say so plainly.
+    Such an input does not require grad, yet its tangent must reach the autograd.Function:
+    the value-only op would drop it (a zero derivative).
     """
     import torch.autograd.forward_ad as fwAD
 
-    try:  # private API: if a future torch moves it, keep the forward-AD check at least
+    if fwAD.unpack_dual(A).tangent is not None:
+        return True
+    try:  # private API: if a future torch moves it, the dual-tensor check above remains
         from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
         interpreters = retrieve_all_functorch_interpreters()
     except (ImportError, AttributeError):
-        interpreters = []
-    kinds = {str(i.key()).rsplit(".", 1)[-1] for i in interpreters}
-    forward_mode = "Jvp" in kinds or fwAD.unpack_dual(A).tangent is not None
-    if forward_mode or "Grad" in kinds:
-        what = (
-            "forward-mode AD (torch.func.jvp/jacfwd, forward_ad)"
-            if forward_mode
-            else ("torch.func.grad/jacrev/hessian")
-        )
-        raise NotImplementedError(
-            f"kth_eigvalsh does not support {what}: its custom op's autograd is reverse-mode "
-            "only and not functorch-aware. Use torch.autograd.grad / .backward() (batched "
-            "input instead of vmap-of-grad)."
-        )
+        return False
+    return any(str(i.key()).rsplit(".", 1)[-1] == "Jvp" for i in interpreters)
 
 
 def _requires_grad(A: Tensor) -> bool:
@@ -441,8 +249,15 @@ def _scipy_ok() -> bool:
 
 
 def _torch_batches_every_n() -> bool:
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return (major, minor) >= _TORCH_BATCHES_EVERY_N
+    """Whether the installed torch's CUDA ``eigh`` batches every n (torch >= 2.12).
+
+    Reads ``major.minor`` from ``torch.__version__`` ("2.12.0", "2.12.0a0+git…",
+    "2.13.0.dev20260101+cu128"); a version it cannot read counts as new.
+    """
+    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if match is None:
+        return True
+    return (int(match[1]), int(match[2])) >= _TORCH_BATCHES_EVERY_N
 
 
 def _resolve_backend(backend: str, A: Tensor) -> str:
@@ -491,6 +306,7 @@ def kth_eigvalsh(
     backend: Backend = "auto",
     subgradient: Subgradient = "eigenvector",
     cluster_tol: float | None = None,
+    cluster_rtol: float | None = None,
     steps: int | None = None,
 ) -> Tensor:
     """The k-th smallest eigenvalue of each symmetric matrix in a batch, differentiably.
@@ -515,36 +331,53 @@ def kth_eigvalsh(
             measures faster (``benchmarks/bench_eig.py``); ``"eigh"`` otherwise.
         backend: solver of ``"eigh"`` and of ``"inverse_iteration"``'s eigenvalues: ``"torch"``
             (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via DLPack on torch's
-            current stream, no host synchronisation) or ``"auto"``: CuPy only for CUDA tensors
-            with n > 32 under torch < 2.12, whose ``eigh`` loops over the batch there (pytorch
-            issue 175585), and only when CuPy works; torch everywhere else. From torch 2.12
-            ``eigh`` is reported batched for every n (pytorch issue 192483, PR 175403); no
-            measurement in this package shows CuPy ahead there, so "auto" keeps torch. Ask
-            for ``"cupy"`` to avoid torch's host synchronisation.
+            current stream, no host synchronisation) or ``"auto"``, which follows the
+            installed torch: under torch < 2.12, CuPy for CUDA tensors with n > 32 (where
+            torch's ``eigh`` loops over the batch, pytorch issue 175585) when CuPy works, torch
+            otherwise; from torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
+            175403), always torch — the CuPy detour then buys no speed. What ``"cupy"`` still
+            buys when asked for: no host synchronisation (torch.linalg checks its solver's
+            status on the host) and a failed matrix returned as NaN instead of an exception.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
             ``"eigenvector"`` — q qᵀ for the solver's k-th eigenvector (the gradient wherever λ_k
-            is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors whose eigenvalues lie within
-            ``cluster_tol`` of λ_k: the minimum-norm element, independent of the basis the solver
-            picked inside a repeated eigenvalue.
-        cluster_tol: absolute cluster radius for ``"mean"``; default
-            :func:`default_cluster_tol` (8 · eps · √n · max|λ| per matrix, a few times the
-            solver's eigenvalue error). A larger user tolerance ε merges eigenvalues that are
-            distinct: the result is then a Goldstein ε-subgradient (an average of gradients at
-            nearby points, as in gradient sampling, Burke–Lewis–Overton 2005), not a Clarke
-            subgradient at A.
-        steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3).
+            is simple); ``"mean"`` — U Uᵀ / r over the r eigenvectors of λ_k's cluster: the
+            run of consecutive (ascending) eigenvalues, each within ``cluster_tol`` of the
+            next, that holds λ_k. At an exact tie this is the minimum-norm element of ∂λ_k,
+            independent of the basis the solver picked inside the repeated eigenvalue.
+        cluster_tol: largest gap between consecutive eigenvalues of one cluster for
+            ``"mean"`` (absolute, in the units of A); default :func:`default_cluster_tol`
+            (3 · eps · √max(n, 16) · max|λ| per matrix: 1.5 times the largest gap rounding
+            was measured to open between copies of an exact tie, below the gaps the solver
+            resolves). What a tolerance ε of your own returns: if the cluster's computed
+            eigenvalues span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient —
+            an average of gradients of λ_k at matrices within spectral distance δ of A (those
+            with the cluster's eigenvalues pulled apart), as in gradient sampling
+            (Burke–Lewis–Overton 2005) — and not, in general, a Clarke subgradient at A,
+            where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
+            default may split an exact tie: the result is then q qᵀ for some q of the tie, a
+            Clarke subgradient but not the minimum-norm one.
+        cluster_rtol: the same, relative to each matrix's max|λ| (the tolerance is
+            ``cluster_rtol · max|λ|`` per batch entry, so one value fits a batch of matrices
+            of different scales; the default is ``3 · eps · √max(n, 16)`` in these units).
+            Give ``cluster_tol`` or ``cluster_rtol``, not both.
+        steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3, at
+            most 1000).
 
     Returns:
         ``(...)`` tensor of k-th eigenvalues, NaN for batch entries whose read triangle holds
         NaN or Inf or on which the solver reports failure (and a NaN gradient for them).
 
     Raises:
-        TypeError: ``A`` not a tensor or not float32/float64; ``k``/``steps`` not an int;
-            ``lower`` not a bool; ``cluster_tol`` not a number.
+        TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as
+            autocast produces: the message says to pass ``A.float()``); ``k``/``steps`` not
+            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` or
+            ``cluster_rtol`` not a real number (Python or NumPy).
         ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
             ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
-            ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; bad
-            ``cluster_tol`` or ``steps``, or either given where it is not used.
+            ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; ``A``
+            on the meta device; ``cluster_tol``/``cluster_rtol`` negative or not finite
+            (10**400 included), or both given; ``steps`` outside [1, 1000]; any of these
+            given where it is not used.
         IndexError: ``k`` outside ``[-n, n)``.
         ModuleNotFoundError: ``backend="cupy"`` without a working CuPy; ``method="subset"``
             without SciPy.
@@ -565,14 +398,26 @@ def kth_eigvalsh(
         tensor([0., 0., 1.])
     """
     k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps)
-    if not torch.compiler.is_compiling():
-        _refuse_unsupported_transforms(A)
+    if cluster_rtol is not None:
+        if cluster_tol is not None:
+            raise ValueError("kth_eigvalsh: give cluster_tol or cluster_rtol, not both")
+        _validate(A, k, lower, backend, method, subgradient, cluster_rtol, steps, "cluster_rtol")
+    lower = bool(lower)
+    compiling = torch.compiler.is_compiling()
     resolved = _resolve_backend(backend, A)
     grad = torch.is_grad_enabled() and _requires_grad(A)
+    if not compiling:
+        grad = grad or _forward_mode(A)
     how = _resolve_method(method, A, resolved, subgradient, grad)
     if grad:
-        tol = -1.0 if cluster_tol is None else float(cluster_tol)
+        if cluster_rtol is not None:
+            tol = -float(cluster_rtol)  # the op's encoding of a relative tolerance
+        else:
+            tol = math.nan if cluster_tol is None else float(cluster_tol)
         n_steps = 3 if steps is None else operator.index(steps)
-        lam, _ = _factor_op(A, k, lower, resolved, how, subgradient, tol, n_steps)
+        args = (A, k, lower, resolved, how, subgradient, tol, n_steps)
+        # A compiled graph runs the op's own (first-order) autograd; eager code runs the
+        # autograd.Function that torch.func and second derivatives understand.
+        lam, _ = factor_op(*args) if compiling else KthEigvalsh.apply(*args)
         return lam
-    return _value_op(A, k, lower, resolved, how)
+    return value_op(A, k, lower, resolved, how)

@@ -45,6 +45,10 @@ _ORTHONORMAL_CAP = 0.1
 def _as_float64_matrix(x: object, name: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor, got a sparse one ({x.layout})")
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device (no data)")
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if x.dim() == 1:

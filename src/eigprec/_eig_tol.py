@@ -1,0 +1,188 @@
+"""The default cluster tolerance of ``subgradient="mean"`` and the measurement behind it.
+
+Private helper of :mod:`eigprec.eig`. The tolerance must hold together what rounding does to
+an *exact* tie — the copies of a repeated eigenvalue come out of the solver split by a few
+ulps — and must not merge eigenvalues that are genuinely distinct and that the solver
+resolves. It is therefore calibrated on the spread of computed copies of exact ties
+(:func:`measure_tie_splits`), not on the solver's eigenvalue error in general: the error of one
+eigenvalue against a float64 reference also contains the input's rounding, which moves all
+copies of a tie together and does not split them.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["CLUSTER_TOL_FACTOR", "TieSplit", "default_cluster_tol", "measure_tie_splits"]
+
+# measure_tie_splits() (benchmarks/eig_tie_splits.py), one CPU thread, 5 seeds × 20 matrices
+# per case, float32 and float64, exact ties of Q diag(λ) Qᵀ with max|λ| = 1 (multiplicity 2,
+# 5, n/2 and n — the last a rotated multiple of I) and zero clusters of Gram matrices B Bᵀ,
+# n = 3 … 200: in units of eps · √max(n, 16) · max|λ|, the largest gap between *consecutive*
+# computed copies of a tie was 2.0 (n = 5, all five equal, float32), 1.46 from n = 30 up; the
+# spread max − min of a tie grows with its multiplicity (up to 5.8 units for n equal copies,
+# ≈ 1.25 for 2 and 5 copies at n = 100, the review's figure). So a cluster is a chain of
+# consecutive eigenvalues closer than the tolerance (not a ball around λ_k), and a factor of 3
+# holds every measured tie together with a margin of 1.5 while keeping gaps float32 resolves
+# apart: 3 · eps · √100 = 3.6e-6 · max|λ| at n = 100, below the ≥ 4e-6 gaps the solver
+# resolves there (tests/test_eig_tolerance.py). The floor √16: below n ≈ 16 the splits did not
+# shrink with n. The former factor 8 (9.5e-6 at n = 100) merged gaps of 4e-6 – 9e-6 that the
+# solver resolves, and "mean" then returned an element ≈ 0.7 from the gradient at points where
+# λ_k is differentiable.
+CLUSTER_TOL_FACTOR = 3.0
+
+
+def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
+    """Default cluster tolerance for ``subgradient="mean"``, per batch entry.
+
+    ``3 · eps(dtype) · √max(n, 16) · max_i |λ_i|``: 1.5 times the largest gap between
+    consecutive computed copies of an exactly repeated eigenvalue measured for n = 3 … 200
+    (multiplicities 2, 5, n/2 and n, float32 and float64, zero clusters of Gram matrices; see
+    :func:`measure_tie_splits`). ``kth_eigvalsh`` links consecutive eigenvalues closer than
+    this into one cluster, so an exact tie forms one cluster, while gaps float32 resolves (at
+    n = 100, anything from ≈ 4e-6 · max|λ|) are not merged.
+
+    Args:
+        eigenvalues: ``(..., n)`` float eigenvalues of each matrix (any order).
+        n: the matrix size (``eigenvalues.shape[-1]``).
+
+    Returns:
+        ``(...)`` tensor of absolute tolerances (zeros for ``n = 0``, with the batch shape).
+
+    Raises:
+        TypeError: ``eigenvalues`` not a floating-point tensor; ``n`` not an int.
+        ValueError: ``eigenvalues`` a scalar; ``n`` differing from ``eigenvalues.shape[-1]``.
+
+    Example:
+        >>> import torch
+        >>> w = torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64)
+        >>> bool(default_cluster_tol(w, 3) < 1e-14)
+        True
+    """
+    if not isinstance(eigenvalues, Tensor) or not eigenvalues.is_floating_point():
+        what = eigenvalues.dtype if isinstance(eigenvalues, Tensor) else type(eigenvalues).__name__
+        raise TypeError(f"default_cluster_tol: eigenvalues must be a float tensor, got {what}")
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"default_cluster_tol: n must be an int, got {type(n).__name__}")
+    n = operator.index(n)
+    if eigenvalues.dim() < 1:
+        raise ValueError("default_cluster_tol: eigenvalues must have at least 1 dimension")
+    if n != eigenvalues.shape[-1]:
+        raise ValueError(
+            f"default_cluster_tol: n={n} differs from the number of eigenvalues "
+            f"{eigenvalues.shape[-1]} (last dimension)"
+        )
+    eps = torch.finfo(eigenvalues.dtype).eps
+    if n == 0:
+        return eigenvalues.new_zeros(eigenvalues.shape[:-1])
+    scale = eigenvalues.abs().amax(dim=-1)
+    return CLUSTER_TOL_FACTOR * eps * math.sqrt(max(n, 16)) * scale
+
+
+@dataclass(frozen=True)
+class TieSplit:
+    """How far the solver split the copies of exact ties, for one case.
+
+    Per seed, over the seed's matrices, in units of ``eps(dtype) · √max(n, 16) · max|λ|`` (the
+    default tolerance is :data:`CLUSTER_TOL_FACTOR` of these units): ``ratios``, the largest
+    gap between consecutive computed copies of the tie (what the tolerance must cover), and
+    ``spreads``, the largest max − min of the copies.
+    """
+
+    kind: str
+    dtype: str
+    n: int
+    multiplicity: int
+    ratios: tuple[float, ...]
+    spreads: tuple[float, ...]
+
+
+def _tie_batch(kind: str, n: int, m: int, dtype: torch.dtype, batch: int, g: torch.Generator):
+    if kind == "tie":
+        # Q diag(λ) Qᵀ in float64 with λ_k = … = λ_{k+m-1} exactly, then rounded to dtype.
+        Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
+        lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(batch, 1)
+        k = (n - m) // 2
+        lam[:, k : k + m] = lam[:, k : k + 1] if m < n else 1.0
+        w = torch.linalg.eigvalsh(((Q * lam[:, None, :]) @ Q.mT).to(dtype))
+        return w, w[:, k : k + m]
+    # Gram matrix B Bᵀ of rank n − m, formed in dtype: eigenvalue 0 with multiplicity m.
+    B = torch.randn(batch, n, n - m, generator=g, dtype=dtype)
+    w = torch.linalg.eigvalsh(B @ B.mT)
+    return w, w[:, :m]
+
+
+def measure_tie_splits(
+    sizes: tuple[int, ...] = (3, 5, 10, 30, 100, 200),
+    multiplicities: tuple[int | str, ...] = (2, 5, "half", "all"),
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64),
+    kinds: tuple[str, ...] = ("tie", "gram"),
+    seeds: int = 5,
+    batch: int = 20,
+) -> list[TieSplit]:
+    """Measure how far ``torch.linalg.eigvalsh`` splits exactly repeated eigenvalues.
+
+    ``kind="tie"``: ``Q diag(λ) Qᵀ`` built in float64 with ``λ`` evenly spaced in [−1, 1] and
+    ``multiplicity`` copies of a middle one (all ``n`` equal to 1 for ``"all"``), rounded to
+    ``dtype``; ``kind="gram"``: ``B Bᵀ``
+    with ``B`` of shape ``(n, n − multiplicity)`` in ``dtype`` (a zero cluster). Seeded with
+    ``torch.Generator().manual_seed(seed)`` for ``seed in range(seeds)``; on the CPU.
+
+    Args:
+        sizes: matrix sizes n (each > multiplicity).
+        multiplicities: sizes of the tie: ints, ``"half"`` (n // 2) or ``"all"`` (n); a case
+            whose multiplicity is not below n (``"all"`` excepted) or is < 2 is skipped.
+        dtypes: float32 and/or float64.
+        kinds: ``"tie"`` and/or ``"gram"``.
+        seeds: seeds per case (each its own batch).
+        batch: matrices per seed.
+
+    Returns:
+        One :class:`TieSplit` per (kind, dtype, multiplicity, n).
+
+    Raises:
+        ValueError: an unknown kind or dtype or multiplicity, seeds or batch < 1.
+
+    Example:
+        >>> import torch
+        >>> (s,) = measure_tie_splits((20,), ("all",), (torch.float64,), ("tie",), seeds=2, batch=2)
+        >>> max(s.ratios) < CLUSTER_TOL_FACTOR
+        True
+    """
+    if any(kd not in ("tie", "gram") for kd in kinds):
+        raise ValueError(f"measure_tie_splits: kinds must be 'tie' or 'gram', got {kinds!r}")
+    if any(dt not in (torch.float32, torch.float64) for dt in dtypes):
+        raise ValueError(f"measure_tie_splits: dtypes must be float32/float64, got {dtypes!r}")
+    if any(not isinstance(m, int) and m not in ("half", "all") for m in multiplicities):
+        raise ValueError(f"measure_tie_splits: bad multiplicities {multiplicities!r}")
+    if seeds < 1 or batch < 1:
+        raise ValueError(f"measure_tie_splits: seeds and batch must be >= 1, got {seeds}, {batch}")
+    out, seen = [], set()
+    for kind in kinds:
+        for dtype in dtypes:
+            eps = torch.finfo(dtype).eps
+            for mult in multiplicities:
+                for n in sizes:
+                    m = {"half": n // 2, "all": n}.get(mult, mult)  # type: ignore[arg-type]
+                    name = str(dtype).removeprefix("torch.")
+                    skip = m < 2 or m > n or (m == n and (mult != "all" or kind == "gram"))
+                    if skip or (kind, name, n, m) in seen:
+                        continue
+                    seen.add((kind, name, n, m))
+                    ratios, spreads = [], []
+                    for seed in range(seeds):
+                        g = torch.Generator().manual_seed(seed)
+                        w, copies = _tie_batch(kind, n, m, dtype, batch, g)
+                        unit = eps * math.sqrt(max(n, 16)) * w.abs().amax(-1).double()
+                        copies = copies.double()
+                        step = (copies[:, 1:] - copies[:, :-1]).amax(-1)
+                        spread = copies.amax(-1) - copies.amin(-1)
+                        ratios.append(float((step / unit).max()))
+                        spreads.append(float((spread / unit).max()))
+                    out.append(TieSplit(kind, name, n, m, tuple(ratios), tuple(spreads)))
+    return out

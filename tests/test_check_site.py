@@ -115,3 +115,34 @@ def test_wrong_colab_link_is_reported(tmp_path, url):
 def test_colab_url_needs_github():
     with pytest.raises(ValueError, match=r"github\.com"):
         check_site.colab_url("https://gitlab.com/org/repo", "main", "book/x.ipynb")
+
+
+# A table whose header holds an unescaped pipe, as the Clarke chapter once showed it: the
+# Markdown renderer left the whole table as one paragraph of raw text.
+RAW_TABLE_PAGE = """<html><body><section><p>| dtype | mode | |tr W − 1| |
+|---|---|---:|
+| float64 | mean | 1e-16 |</p></section></body></html>"""
+RENDERED_TABLE_PAGE = """<html><body><table><thead><tr><th>dtype</th><th>|tr W − 1|</th>
+</tr></thead><tbody><tr><td>float64</td><td>1e-16</td></tr></tbody></table>
+<pre>| a | b |
+|---|---|</pre><p>A rule in prose --- not a table; x | y.</p>
+<div class="highlight"><code>|---|---:|</code></div></body></html>"""
+
+
+def test_unrendered_table_is_reported(site):
+    (site / "book" / "raw.html").write_text(RAW_TABLE_PAGE)
+    problems = check_site.check_tables(site)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("book/raw.html: unrendered Markdown table")
+    assert "|---|---|---:|" in problems[0]
+
+
+def test_rendered_tables_and_verbatim_rules_pass(site):
+    (site / "book" / "ok.html").write_text(RENDERED_TABLE_PAGE)
+    assert check_site.check_tables(site) == []
+
+
+def test_main_fails_on_an_unrendered_table(site, capsys):
+    (site / "book" / "raw.html").write_text(RAW_TABLE_PAGE)
+    assert check_site.main([str(site)]) == 1
+    assert "unrendered Markdown table" in capsys.readouterr().out

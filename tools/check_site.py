@@ -6,6 +6,9 @@
 - **Offline**: no page may load a script, stylesheet, font, image or frame from
   ``http(s)://`` or ``//``, and no stylesheet under ``_static`` may pull a font or
   ``@import`` from the network, so the site renders with no connection.
+- **Tables**: no page may show a Markdown table as raw text — a line such as
+  ``|---|---:|`` outside ``<pre>``/``<code>`` means the table did not parse (for example an
+  unescaped ``|`` in a header cell split the header into more cells than the rule has).
 - **Colab** (with ``--config``): every chapter page built from a notebook has a launch
   link to ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/<path>``
   for the repository URL and branch in ``_config.yml``, and ``<path>`` is that
@@ -53,6 +56,52 @@ class _Collector(HTMLParser):
                 if tag == "link":
                     kind = "link:" + " ".join(sorted(values.get("rel", "").lower().split()))
                 self.page.links.append((kind, attr, values[attr]))
+
+
+# The delimiter row of a Markdown table: cells of dashes with optional alignment colons.
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
+_VERBATIM = {"pre", "code", "script", "style", "textarea", "kbd", "samp"}
+
+
+class _TextCollector(HTMLParser):
+    """The page's running text, outside verbatim elements (where a table rule is literal)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth = 0
+        self.chunks: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VERBATIM:
+            self.depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VERBATIM and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.chunks.append(data)
+
+
+def unrendered_tables(html: str) -> list[str]:
+    """Lines of running text that are a Markdown table's delimiter row (an unparsed table)."""
+    collector = _TextCollector()
+    collector.feed(html)
+    text = "".join(collector.chunks)
+    return [line.strip() for line in text.splitlines() if _TABLE_RULE.match(line)]
+
+
+def check_tables(site: Path) -> list[str]:
+    """Pages that show a Markdown table as raw text."""
+    problems = []
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site).as_posix()
+        if rel.startswith(("_static/", "_sources/")):
+            continue
+        for line in unrendered_tables(path.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"{rel}: unrendered Markdown table (raw text {line[:60]!r})")
+    return problems
 
 
 def parse(path: Path) -> _Page:
@@ -166,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"site check: {site}/index.html does not exist; build the book first")
         return 1
     problems, external = check_links_and_assets(site)
+    problems += check_tables(site)
     colab: list[str] = []
     if args.config:
         colab_problems, colab = check_colab(site, args.config)
@@ -175,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     pages = sum(1 for p in site.rglob("*.html") if not p.relative_to(site).parts[0][0] == "_")
     print(
         f"site check: {pages} pages, {len(problems)} problems; internal links and anchors "
-        f"resolved, {external} external links not fetched (offline), no network assets"
-        + (f"; Colab buttons checked: {len(colab)}" if args.config else "")
+        f"resolved, {external} external links not fetched (offline), no network assets, "
+        "no unrendered tables" + (f"; Colab buttons checked: {len(colab)}" if args.config else "")
     )
     for url in colab:
         print(f"  colab: {url}")

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from eigprec.eig import kth_eigvalsh
+from eigprec.eig import default_cluster_tol, kth_eigvalsh
 
 __all__ = [
     "chain_rule_counterexamples",
@@ -424,7 +424,7 @@ def chain_rule_counterexamples() -> list[dict[str, Any]]:
 
 def tolerance_check(
     n: int = 100,
-    gaps: Iterable[float] = (3e-5, 8e-5),
+    gaps: Iterable[float] = (6e-6, 3e-5),
     batch: int = 50,
     k: int = 50,
     seed: int = 0,
@@ -434,10 +434,11 @@ def tolerance_check(
     Matrices Q diag(λ) Qᵀ (Haar Q, λ evenly spaced on [−1, 1] so max|λ| = 1) whose λ_k has a
     neighbour at a relative gap ``gap``; λ_k is differentiable there, with gradient q qᵀ. For
     each gap: the largest error (Frobenius norm, against the float64 gradient) of the float32
-    ``"mean"`` gradient with the default tolerance 8·eps·√n·max|λ| and with the former
-    8·eps·n·max|λ|; for scale, that of the solver's own float32 q qᵀ (``"eigenvector"`` with
-    ``method="eigh"``, the decomposition ``"mean"`` uses); and the solver's largest float32
-    eigenvalue error on the batch.
+    ``"mean"`` gradient with the library's default tolerance
+    (:func:`eigprec.default_cluster_tol`) and with the former default 8·eps·√n·max|λ|; for
+    scale, that of the solver's own float32 q qᵀ (``"eigenvector"`` with ``method="eigh"``,
+    the decomposition ``"mean"`` uses); and the solver's largest float32 eigenvalue error on
+    the batch.
 
     Args:
         n: matrix size.
@@ -467,7 +468,7 @@ def tolerance_check(
         A32 = A64.float()
         exact = _grad(A64, k)
         errs = {}
-        for name, tol in (("default", None), ("former", 8 * eps * n)):
+        for name, tol in (("default", None), ("former", 8 * eps * math.sqrt(n))):
             G = _grad(A32, k, subgradient="mean", cluster_tol=tol).double()
             errs[name] = float(torch.linalg.matrix_norm(G - exact).max())
         G = _grad(A32, k, method="eigh").double()
@@ -478,8 +479,8 @@ def tolerance_check(
         rows.append(
             {
                 "gap": gap,
-                "tol_default": 8 * eps * math.sqrt(n),
-                "tol_former": 8 * eps * n,
+                "tol_default": float(default_cluster_tol(torch.ones(n), n)),
+                "tol_former": 8 * eps * math.sqrt(n),
                 "solver_err": solver_err,
                 "err_default": errs["default"],
                 "err_former": errs["former"],

@@ -20,6 +20,7 @@ _METHOD_LABELS = {
     "train_eigh": 'kth + bwd "eigh"',
     "train_subset": 'kth + bwd "subset"',
     "train_inverse_iteration": 'kth + bwd "inv. it."',
+    "train_mean": 'kth + bwd, "mean" mode',
 }
 
 

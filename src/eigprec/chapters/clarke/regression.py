@@ -170,8 +170,9 @@ class SpectralRegressor(nn.Module):
     """f(x) = λ_k(diag(μ) + Σᵢ xᵢ Aᵢ) with non-decreasing μ — an "eigenvalue neuron".
 
     μ₁ = θ₁ and μⱼ = θ₁ + Σ_{2≤i≤j} softplus(θᵢ), so μ is non-decreasing for every θ.
-    A₁ … A_F are symmetrised copies of free parameters initialised N(0, 1)/(√n · F), which
-    keeps Σᵢ xᵢAᵢ of order one for standardised features whatever n and F.
+    A₁ … A_F are symmetrised copies of free parameters initialised N(0, 1)/(√n · F): for
+    standardised features the spectral norm of Σᵢ xᵢAᵢ is then about √(2/F) whatever n
+    (measured by ``training.init_spectral_norm``), so it shrinks as F grows.
 
     Args:
         n_features: F.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,31 @@ __all__ = [
     "inverse_iteration_tradeoff",
     "recorded_gpu_summary",
     "stream_race_demo",
+    "thread_time_clock",
 ]
+
+
+def thread_time_clock(fn: Callable[[], object]) -> float:
+    """CPU seconds the calling thread spent in one call of ``fn``.
+
+    On a shared machine wall-clock time counts the other processes' turns too; the calling
+    thread's CPU time does not. It measures the whole work only when that work runs on the
+    calling thread — torch and the BLAS limited to one thread, as
+    :func:`cpu_method_costs` does.
+
+    Args:
+        fn: zero-argument callable.
+
+    Returns:
+        Seconds of the thread's CPU time.
+
+    Example:
+        >>> thread_time_clock(lambda: sum(range(1000))) >= 0
+        True
+    """
+    t0 = time.thread_time()
+    fn()
+    return time.thread_time() - t0
 
 
 def inverse_iteration_tradeoff(
@@ -37,6 +62,7 @@ def inverse_iteration_tradeoff(
     seed: int = 0,
     gap_range: tuple[float, float] = (1e-7, 1e-2),
     gap_edges: tuple[float, ...] = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, math.inf),
+    neighbour: str = "above",
 ) -> dict[str, Any]:
     """Speed and accuracy of the inverse-iteration gradient against the exact one.
 
@@ -55,23 +81,29 @@ def inverse_iteration_tradeoff(
         backend: eigenvalue backend.
         dtype: float32 or float64.
         steps: inverse-iteration steps.
-        repeats: timed rounds (median).
+        repeats: timed rounds (median); 0 skips the timing (accuracy only).
         seed: generator seed.
         gap_range: the gap between λ_k and its neighbour is drawn log-uniformly from this
             range (the matrices are Q diag(λ) Qᵀ with Haar Q and otherwise evenly spaced λ on
             [−1, 1]); random symmetric matrices would almost never show small gaps.
         gap_edges: bin edges of the relative gap.
+        neighbour: ``"above"`` or ``"below"``: the side of λ_k the close neighbour sits on
+            (inverse iteration shifts slightly above λ_k, towards a neighbour above).
 
     Returns:
-        dict with ``forward``, ``train_exact``, ``train_invit`` seconds, ``bins`` (one dict per
+        dict with ``forward``, ``train_exact``, ``train_invit`` seconds (absent when
+        ``repeats=0``), ``bins`` (one dict per
         gap bin: ``lo``, ``hi`` (None for +∞), ``count``, ``max_grad_err``,
-        ``max_grad_err_solver`` (None for an empty bin)).
+        ``max_grad_err_solver``, ``grad_scale`` (median largest entry of the exact gradient);
+        None for an empty bin)).
 
     Example:
         >>> r = inverse_iteration_tradeoff(batch=20, n=8, repeats=1)
         >>> sum(b["count"] for b in r["bins"])
         20
     """
+    if neighbour not in ("above", "below"):
+        raise ValueError(f"neighbour must be 'above' or 'below', got {neighbour!r}")
     g = torch.Generator().manual_seed(seed)
     Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
     kk = k % n
@@ -82,7 +114,8 @@ def inverse_iteration_tradeoff(
         math.log(lo_gap) + (math.log(hi_gap) - math.log(lo_gap)) * torch.rand(batch, generator=g)
     ).double()
     lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(batch, 1)
-    nb = kk + 1 if kk + 1 < n else kk - 1
+    above = (neighbour == "above" and kk + 1 < n) or kk == 0
+    nb = kk + 1 if above else kk - 1
     lam[:, nb] = lam[:, kk] + torch.sign(torch.tensor(float(nb - kk))) * gaps
     A64 = (Q * lam[:, None, :]) @ Q.mT
     A64 = (A64 + A64.mT) / 2
@@ -102,10 +135,14 @@ def inverse_iteration_tradeoff(
             X, k, backend=backend, method="inverse_iteration", steps=steps
         ).sum().backward()
 
-    t = time_side_by_side(
-        {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
-        repeats=repeats,
-        device=device,
+    t = (
+        time_side_by_side(
+            {"forward": forward, "train_exact": train_exact, "train_invit": train_invit},
+            repeats=repeats,
+            device=device,
+        )
+        if repeats > 0
+        else {}
     )
     exact = _grad(A64, k)
     X = A.detach().requires_grad_(True)
@@ -113,6 +150,7 @@ def inverse_iteration_tradeoff(
     assert X.grad is not None
     err = (X.grad.double().cpu() - exact).abs().amax(dim=(-2, -1))
     err_exact = (_grad(A, k, backend=backend).double().cpu() - exact).abs().amax(dim=(-2, -1))
+    scale = exact.abs().amax(dim=(-2, -1))
     w = torch.linalg.eigvalsh(A64)
     others = torch.cat([w[:, :kk], w[:, kk + 1 :]], dim=-1)
     rel_gap = (others - w[:, kk : kk + 1]).abs().amin(-1) / w.abs().amax(-1)
@@ -127,6 +165,8 @@ def inverse_iteration_tradeoff(
                 # None, not NaN, for an empty bin: the recordings are strict JSON
                 "max_grad_err": float(err[sel].max()) if sel.any() else None,
                 "max_grad_err_solver": float(err_exact[sel].max()) if sel.any() else None,
+                # the size of what is being approximated: the exact gradient's largest entry
+                "grad_scale": float(scale[sel].median()) if sel.any() else None,
             }
         )
     return {"batch": batch, "n": n, "steps": steps, "device": device, **t, "bins": bins}
@@ -208,10 +248,11 @@ def cpu_method_costs(
     """CPU seconds of ``kth_eigvalsh``'s methods against ``torch.linalg``, side by side.
 
     The kind of measurement ``benchmarks/bench_eig.py`` makes, at chapter scale: random
-    symmetric float32 matrices, interleaved rounds (every candidate once per round). Each
-    candidate's time is its fastest round: on a shared machine other processes only ever add
-    time, and a median over a few rounds still moves when a burst of load hits one
-    candidate's calls.
+    symmetric float32 matrices, interleaved rounds (every candidate once per round). Each call
+    is timed with :func:`thread_time_clock` (the calling thread's CPU time: with one thread
+    the whole work, and blind to other processes' turns on a shared machine — unless
+    ``threads`` is not 1, when it is wall-clock time), and each candidate's time is its
+    fastest round (the minimum, not a median).
 
     Args:
         batch, n: problem size.
@@ -224,12 +265,14 @@ def cpu_method_costs(
             multi-threaded, and its threads on tiny per-matrix calls cost more than they save.
 
     Returns:
-        Seconds per call (fastest round): ``eigvalsh`` (``torch.linalg.eigvalsh``), ``forward``
-        (``kth_eigvalsh`` without grad, ``method="auto"``), ``forward_grad`` (the same call on
-        an input that requires grad, no backward: the forward pass of a training step, which
-        also computes the eigenvector the backward needs), ``torch_train``
+        Seconds per call (fastest round; thread CPU time with ``threads=1``): ``eigvalsh``
+        (``torch.linalg.eigvalsh``), ``forward`` (``kth_eigvalsh`` without grad,
+        ``method="auto"``), ``forward_grad`` (the same call on an input that requires grad, no
+        backward: the forward pass of a training step, which also computes the eigenvector the
+        backward needs), ``torch_train``
         (``torch.linalg.eigh`` + backward) and ``train_<method>`` (``kth_eigvalsh`` +
-        backward) for method ``eigh``, ``subset`` and ``inverse_iteration``.
+        backward) for method ``eigh``, ``subset`` and ``inverse_iteration``, and ``train_mean``
+        (``kth_eigvalsh(..., subgradient="mean")`` + backward).
 
     Example:
         >>> t = cpu_method_costs(batch=4, n=20, repeats=1)
@@ -268,6 +311,12 @@ def cpu_method_costs(
         "torch_train": torch_train,
     }
     fns.update({f"train_{m}": train(m) for m in ("eigh", "subset", "inverse_iteration")})
+
+    def train_mean() -> None:  # the minimum-norm element: every eigenvector, then U Uᵀ / r
+        X = A.detach().requires_grad_(True)
+        kth_eigvalsh(X, k, subgradient="mean").sum().backward()
+
+    fns["train_mean"] = train_mean
     previous = torch.get_num_threads()
     limit: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if threads is not None:
@@ -282,10 +331,12 @@ def cpu_method_costs(
         with limit:
             for fn in fns.values():  # warm-up round
                 fn()
+            # Thread time misses work on other threads: only exact with one thread.
+            clock = thread_time_clock if threads == 1 else perf_counter_clock
             best = {name: math.inf for name in fns}
             for _ in range(repeats):
                 for name, fn in fns.items():
-                    best[name] = min(best[name], perf_counter_clock(fn))
+                    best[name] = min(best[name], clock(fn))
         return best
     finally:
         torch.set_num_threads(previous)

@@ -7,6 +7,7 @@ loop are in :mod:`eigprec.chapters.clarke.regression`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,6 +25,7 @@ from eigprec.eig import default_cluster_tol, kth_eigvalsh
 __all__ = [
     "SymmetricStartRegressor",
     "gaps_at_k",
+    "init_spectral_norm",
     "linear_baseline",
     "load_diabetes",
     "noise_floor",
@@ -324,3 +326,42 @@ def train_symmetric_start(
         "distinct": float(distinct.double().median()),
         "offdiag": offdiag,
     }
+
+
+def init_spectral_norm(
+    sizes: tuple[int, ...] = (4, 16, 64),
+    features: tuple[int, ...] = (2, 8, 32),
+    *,
+    samples: int = 200,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Spectral norm of Σᵢ xᵢAᵢ at :class:`SpectralRegressor`'s initialisation.
+
+    Args:
+        sizes: matrix sizes n.
+        features: feature counts F.
+        samples: standard-normal feature vectors x per (n, F).
+        seed: seeds the initialisation and the x.
+
+    Returns:
+        One row per (n, F): ``n``, ``F``, ``norm`` (median over the x of ‖Σᵢ xᵢAᵢ‖₂) and
+        ``sqrt(2/F)``.
+
+    Example:
+        >>> rows = init_spectral_norm(sizes=(4,), features=(2,), samples=10)
+        >>> sorted(rows[0])
+        ['F', 'n', 'norm', 'sqrt(2/F)']
+    """
+    rows = []
+    for n in sizes:
+        for F in features:
+            g = torch.Generator().manual_seed(seed)
+            model = SpectralRegressor(F, n, generator=g)
+            X = torch.randn(samples, F, generator=g)
+            with torch.no_grad():
+                S = (model.A + model.A.mT) / 2
+                norms = torch.linalg.matrix_norm(torch.einsum("bf,fij->bij", X, S), ord=2)
+            rows.append(
+                {"n": n, "F": F, "norm": float(norms.median()), "sqrt(2/F)": math.sqrt(2 / F)}
+            )
+    return rows

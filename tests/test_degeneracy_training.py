@@ -141,6 +141,7 @@ def test_docstring_examples_run(module):
 
 
 def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
+    from eigprec.chapters.degeneracy.practice import practice_experiment
     from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
     from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
@@ -148,7 +149,10 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
     small = {name: experiment_kwargs(name) for name in EXPERIMENTS}
     monkeypatch.setenv("EIGPREC_FULL", "1")
     big = {name: experiment_kwargs(name) for name in EXPERIMENTS}
-    assert len(big["training"]["seeds"]) > len(small["training"]["seeds"])
+    assert len(big["training"]["seeds"]) > len(small["training"]["seeds"]) >= 5
+    assert len(small["practice"]["seeds"]) >= 5  # the advice rests on these runs
+    # the peak comes 20-40 steps after the spike at step 50
+    assert min(small[name]["steps"] for name in ("training", "practice")) >= 100
     assert len(big["cost"]["settings"]) == 2 * len(small["cost"]["settings"])
     assert small["cost"]["spike_step"] is None and small["cost"]["steps"] == 200
     assert len(big["sensitivity"]["eps"]) == 9
@@ -160,7 +164,9 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         ("cost", training_experiment),
         ("transient", transient_experiment),
         ("sensitivity", sensitivity_experiment),
+        ("practice", practice_experiment),
     ):
         assert set(big[name]) <= set(inspect.signature(fn).parameters)
+        assert set(small[name]) <= set(inspect.signature(fn).parameters)
     with pytest.raises(ValueError, match="experiment"):
         experiment_kwargs("everything")

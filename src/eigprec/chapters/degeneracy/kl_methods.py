@@ -25,7 +25,7 @@ import torch
 
 from eigprec.soap import SOAP
 
-__all__ = ["ClampedEigvalSOAP", "GramStartSOAP", "kl_methods_floor"]
+__all__ = ["ClampedEigvalSOAP", "EMAEigvalSOAP", "GramStartSOAP", "kl_methods_floor"]
 
 
 class GramStartSOAP(SOAP):
@@ -136,3 +136,67 @@ class ClampedEigvalSOAP(SOAP):
         if self._whitening:
             approx = approx.clamp_min(kl_methods_floor(factor.shape[0]))
         return approx
+
+
+class EMAEigvalSOAP(SOAP):
+    """:class:`eigprec.SOAP` whose KL whitening uses eigenvalue *estimates* kept as an EMA.
+
+    The estimator in the KL-Shampoo authors' style: instead of reading the weights off
+    diag(QᵀFQ) of the accumulated factor (which rounding can make tiny or negative), each
+    factor keeps its own estimates λ, started at ``init`` and updated after every factor
+    update as λ ← β·λ + (1 − β)·diag(Qᵀ ΔF Q), the projections of the step's whitened
+    increment ΔF (e.g. G Q_R Λ_R⁻¹ Q_Rᵀ Gᵀ / n for L) on the current basis. An increment
+    is positive semi-definite, so the estimates never go negative, and the first step
+    whitens by 1/``init`` instead of 1/ε. The estimates are not re-projected when the basis
+    is refreshed. Adam's ε remains a floor. Our own reading of the idea, not the authors'
+    code; without KL-Shampoo the class behaves exactly as :class:`eigprec.SOAP`.
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate, ≥ 0.
+        init: Starting value of every estimate (the authors' ``init_factor`` is 0.1); > 0.
+        **kwargs: Any other argument of :class:`eigprec.SOAP`.
+
+    Raises:
+        ValueError: if ``init`` is not positive and finite.
+        TypeError, ValueError: as :class:`eigprec.SOAP`.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 2))
+        >>> opt = EMAEigvalSOAP([w], lr=0.1, use_kl_shampoo=True, fp32_matmul_prec="highest")
+        >>> w.grad = torch.ones(4, 2)
+        >>> opt.step()
+        >>> opt.state[w]["L"][0, 0].item()  # G (I/0.1) Gᵀ / n, not G (I/eps) Gᵀ / n
+        10.0
+    """
+
+    def __init__(self, params: Any, lr: float, init: float = 0.1, **kwargs: Any) -> None:
+        if not (isinstance(init, (int, float)) and 0 < init < float("inf")):
+            raise ValueError(f"init must be positive and finite, got {init!r}")
+        super().__init__(params, lr=lr, **kwargs)
+        self.init = float(init)
+
+    def _update_factors(
+        self, state: dict[str, Any], grad: torch.Tensor, beta: float, eps: float, diag: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.use_kl_shampoo:
+            return super()._update_factors(state, grad, beta, eps, diag)
+        L, R = state["L"], state["R"]
+        m, n = grad.shape
+        lam = [state.get(key) for key in ("lam_L", "lam_R")]
+        for side, size in enumerate((m, n)):
+            if lam[side] is None:
+                lam[side] = torch.full((size,), self.init, dtype=L.dtype, device=L.device)
+        whiteners = []
+        for side, basis in enumerate((state["Q_L"], state["Q_R"])):
+            scale = lam[side].clamp_min(eps).reciprocal() / grad.shape[side]
+            whiteners.append(self._mm(basis * scale[None, :], basis.T))
+        inc_L = self._mm(self._mm(grad, whiteners[1]), grad.T)
+        inc_R = self._mm(self._mm(grad.T, whiteners[0]), grad)
+        for key, inc, basis, old in (
+            ("lam_L", inc_L, state["Q_L"], lam[0]),
+            ("lam_R", inc_R, state["Q_R"], lam[1]),
+        ):
+            state[key] = old.lerp(self._approx_eigvals(inc, basis), 1.0 - beta)
+        return L.lerp(inc_L, 1.0 - beta), R.lerp(inc_R, 1.0 - beta)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
+from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, EMAEigvalSOAP, GramStartSOAP
 from eigprec.precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from eigprec.soap import SOAP
 from eigprec.tf32 import emulate_tf32, tf32_mode
@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 #: The remedies, each as the :class:`eigprec.SOAP` options it sets (``"Gram first step"``
-#: and ``"eigenvalue clamp"`` select :class:`GramStartSOAP` and :class:`ClampedEigvalSOAP`,
-#: the KL-Shampoo authors' safeguards).
+#: ``"eigenvalue clamp"`` and ``"EMA eigenvalues"`` select :class:`GramStartSOAP`,
+#: :class:`ClampedEigvalSOAP` and :class:`EMAEigvalSOAP`, after the KL-Shampoo authors'
+#: safeguards).
 #:
 #: Example:
 #:     >>> sorted(REMEDIES)[:2]
@@ -57,6 +58,7 @@ REMEDIES: dict[str, dict[str, Any]] = {
     "3xTF32 factor updates": {"factor_matmul": "3xtf32"},
     "Gram first step": {},
     "eigenvalue clamp": {},
+    "EMA eigenvalues": {},
 }
 
 
@@ -116,8 +118,8 @@ def chapter_settings(methods: Sequence[str] = ("SOAP", "REKLS")) -> list[Setting
 
     float64 (ground truth), ``'highest'``, ``'high'``, the split ``'highest'`` factor
     update with ``'high'`` refresh (emerging-optimizers 0.4.0's precision defaults),
-    ``'high'`` with each remedy of :data:`REMEDIES`, and ``'highest'`` with the eigenvalue
-    clamp.
+    ``'high'`` with each remedy of :data:`REMEDIES` that changes the arithmetic, and
+    ``'highest'`` with the eigenvalue clamp and with the EMA eigenvalue estimates.
 
     Args:
         methods: ``"SOAP"`` and/or ``"REKLS"``.
@@ -137,8 +139,14 @@ def chapter_settings(methods: Sequence[str] = ("SOAP", "REKLS")) -> list[Setting
             Setting(method, "high"),
             Setting(method, "highest", "high"),
         ]
-        out += [Setting(method, "high", remedy=r) for r in REMEDIES if r != "none"]
-        out.append(Setting(method, "highest", remedy="eigenvalue clamp"))
+        out += [
+            Setting(method, "high", remedy=r)
+            for r in REMEDIES
+            if r not in ("none", "eigenvalue clamp", "EMA eigenvalues")
+        ]
+        out += [
+            Setting(method, "highest", remedy=r) for r in ("eigenvalue clamp", "EMA eigenvalues")
+        ]
     return out
 
 
@@ -170,7 +178,11 @@ def build_optimizer(
         >>> type(build_optimizer(Setting("SOAP", remedy="Gram first step"), w, 0.1)).__name__
         'GramStartSOAP'
     """
-    classes = {"Gram first step": GramStartSOAP, "eigenvalue clamp": ClampedEigvalSOAP}
+    classes = {
+        "Gram first step": GramStartSOAP,
+        "eigenvalue clamp": ClampedEigvalSOAP,
+        "EMA eigenvalues": EMAEigvalSOAP,
+    }
     cls = classes.get(setting.remedy, SOAP)
     return cls(
         [param],

@@ -1,0 +1,299 @@
+"""What a practitioner would run: clipping, ``max_update_rms``, baselines, gradient scale.
+
+The training problem of :mod:`~eigprec.chapters.degeneracy.training` (linear regression,
+a ×``spike_scale`` gradient at ``spike_step``), run with the knobs a SOAP/REKLS user has:
+
+* gradient clipping at ``clip`` × a running mean of past gradient norms (an EMA of the
+  norms *after* clipping, bias-corrected, so a spike does not raise its own threshold;
+  the first step is never clipped, having no history);
+* the update-RMS cap ``max_update_rms`` of :class:`eigprec.SOAP`;
+* the eigenvalue estimator: ``"diag"`` (diag(QᵀFQ), the library's), ``"clamp"``
+  (:class:`~eigprec.chapters.degeneracy.kl_methods.ClampedEigvalSOAP`) or ``"ema"``
+  (:class:`~eigprec.chapters.degeneracy.kl_methods.EMAEigvalSOAP`);
+* baselines: ``"Adam"`` (``torch.optim.Adam``, same lr, betas and ε) and ``"plain SOAP"``
+  (``use_kl_shampoo=False``);
+* a gradient scale ``grad_scale`` = c: every gradient handed to the optimizer is multiplied
+  by c (the loss by c), which leaves the minimiser and Adam-type steps unchanged except
+  through ε, so σ²/ε moves by c².
+
+Experiments return :class:`~eigprec.chapters.degeneracy.training.TrainingResult`;
+:func:`peak_spread` summarises it per seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, EMAEigvalSOAP
+from eigprec.chapters.degeneracy.training import (
+    Regression,
+    Setting,
+    TrainingResult,
+    _precision_context,
+)
+from eigprec.precision import MATMUL_PRECISIONS
+from eigprec.soap import SOAP
+
+__all__ = ["ESTIMATORS", "METHODS", "Arm", "chapter_arms", "peak_spread", "practice_experiment"]
+
+#: Optimizers an :class:`Arm` can run.
+#:
+#: Example:
+#:     >>> METHODS[-1]
+#:     'Adam'
+METHODS = ("SOAP", "REKLS", "plain SOAP", "Adam")
+
+#: Eigenvalue estimators of the KL whitening.
+#:
+#: Example:
+#:     >>> ESTIMATORS
+#:     ('diag', 'clamp', 'ema')
+ESTIMATORS = ("diag", "clamp", "ema")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One optimizer configuration as a user would set it.
+
+    Attributes:
+        method: One of :data:`METHODS`.
+        precision: ``fp32_matmul_prec`` (ignored by Adam and in float64).
+        qr_precision: ``qr_fp32_matmul_prec``; ``None`` = ``precision``.
+        dtype: Optimizer and parameter dtype.
+        estimator: One of :data:`ESTIMATORS` (KL methods only).
+        eigval_dtype: ``eigval_dtype`` of :class:`eigprec.SOAP`, or ``None``.
+        clip: Clip the gradient norm at this multiple of the running mean norm; ``None``.
+        max_update_rms: :class:`eigprec.SOAP`'s update-RMS cap; 0 = off.
+
+    Example:
+        >>> Arm("REKLS", "high", clip=10.0).label
+        'REKLS high, clip 10×'
+    """
+
+    method: str
+    precision: str = "highest"
+    qr_precision: str | None = None
+    dtype: torch.dtype = torch.float32
+    estimator: str = "diag"
+    eigval_dtype: torch.dtype | None = None
+    clip: float | None = None
+    max_update_rms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        for prec in (self.precision, self.qr_precision):
+            if prec is not None and prec not in MATMUL_PRECISIONS:
+                raise ValueError(f"precision must be one of {MATMUL_PRECISIONS}, got {prec!r}")
+        if self.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"dtype must be torch.float32 or torch.float64, got {self.dtype}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if self.clip is not None and not (self.clip > 0 and math.isfinite(self.clip)):
+            raise ValueError(f"clip must be positive and finite or None, got {self.clip}")
+        if not (self.max_update_rms >= 0 and math.isfinite(self.max_update_rms)):
+            raise ValueError(f"max_update_rms must be ≥ 0, got {self.max_update_rms}")
+
+    @property
+    def label(self) -> str:
+        """Short name, e.g. ``'SOAP highest/high + f64 eigenvalues, clip 3×'``."""
+        if self.dtype == torch.float64:
+            name = f"{self.method} float64"
+        elif self.method == "Adam":
+            name = "Adam"
+        elif self.qr_precision not in (None, self.precision):
+            name = f"{self.method} {self.precision}/{self.qr_precision}"
+        else:
+            name = f"{self.method} {self.precision}"
+        extras = {"clamp": " + clamp", "ema": " + EMA eigenvalues", "diag": ""}[self.estimator]
+        if self.eigval_dtype == torch.float64:
+            extras += " + f64 eigenvalues"
+        knobs = []
+        if self.clip is not None:
+            knobs.append(f"clip {self.clip:g}×")
+        if self.max_update_rms > 0:
+            knobs.append(f"max_update_rms {self.max_update_rms:g}")
+        return name + extras + (", " + ", ".join(knobs) if knobs else "")
+
+    def build(self, param: torch.Tensor, lr: float, eps: float) -> torch.optim.Optimizer:
+        """The optimizer (betas (0.9, 0.95), shampoo β 0.95, no weight decay)."""
+        if self.method == "Adam":
+            return torch.optim.Adam([param], lr=lr, betas=(0.9, 0.95), eps=eps)
+        cls = {"diag": SOAP, "clamp": ClampedEigvalSOAP, "ema": EMAEigvalSOAP}[self.estimator]
+        kwargs: dict[str, Any] = {"eigval_dtype": self.eigval_dtype} if self.eigval_dtype else {}
+        return cls(
+            [param],
+            lr=lr,
+            betas=(0.9, 0.95),
+            shampoo_beta=0.95,
+            eps=eps,
+            weight_decay=0.0,
+            use_kl_shampoo=self.method != "plain SOAP",
+            use_eigh=self.method == "REKLS",
+            fp32_matmul_prec=self.precision,  # type: ignore[arg-type]
+            qr_fp32_matmul_prec=self.qr_precision or self.precision,  # type: ignore[arg-type]
+            dtype=self.dtype,
+            max_update_rms=self.max_update_rms,
+            **kwargs,
+        )
+
+    def _setting(self) -> Setting:
+        return Setting("SOAP", self.precision, self.qr_precision, self.dtype)
+
+
+def chapter_arms() -> list[Arm]:
+    """The arms of the chapter's clipping study: for SOAP and REKLS in float64, at
+    ``'highest'`` and at ``'high'``: clipping at 10× and 3× the running mean norm and
+    ``max_update_rms=1``; then Adam and plain SOAP (no KL-Shampoo) at ``'highest'``.
+
+    Returns:
+        A list of :class:`Arm` (the unclipped runs are the training experiment's).
+
+    Example:
+        >>> [a.label for a in chapter_arms()][-2:]
+        ['Adam', 'plain SOAP highest']
+    """
+    arms = []
+    for method in ("SOAP", "REKLS"):
+        for knob in ({"clip": 10.0}, {"clip": 3.0}, {"max_update_rms": 1.0}):
+            arms += [
+                Arm(method, dtype=torch.float64, **knob),  # type: ignore[arg-type]
+                Arm(method, "highest", **knob),  # type: ignore[arg-type]
+                Arm(method, "high", **knob),  # type: ignore[arg-type]
+            ]
+    return [*arms, Arm("Adam"), Arm("plain SOAP")]
+
+
+def practice_experiment(
+    arms: Sequence[Arm],
+    *,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    steps: int = 100,
+    spike_step: int | None = 50,
+    spike_scale: float = 1000.0,
+    grad_scale: float = 1.0,
+    shape: tuple[int, int] = (128, 64),
+    batch: int = 256,
+    lr: float = 0.1,
+    eps: float = 1e-8,
+    clip_beta: float = 0.9,
+) -> TrainingResult:
+    """Train the regression once per arm and seed, with one spiked gradient.
+
+    Args:
+        arms: Configurations to run.
+        seeds: Problem seeds (W* and batches).
+        steps: Optimizer steps.
+        spike_step: 0-based step whose gradient is multiplied by ``spike_scale``; ``None``.
+        spike_scale: The spike's factor.
+        grad_scale: c, multiplying every gradient (the loss scale).
+        shape: (m, n) of the weight.
+        batch: Samples per step.
+        lr: Learning rate.
+        eps: Adam's ε and the eigenvalue floor.
+        clip_beta: EMA coefficient of the running gradient norm that clipping uses.
+
+    Returns:
+        A :class:`~eigprec.chapters.degeneracy.training.TrainingResult` keyed by
+        :attr:`Arm.label`; ``config`` holds the other arguments.
+
+    Raises:
+        ValueError: on empty arms or seeds, duplicate labels, or a value out of range.
+
+    Example:
+        >>> r = practice_experiment(
+        ...     [Arm("Adam"), Arm("REKLS", clip=3.0)], seeds=(0,), steps=6, spike_step=3,
+        ...     shape=(6, 3), batch=8,
+        ... )
+        >>> sorted(r.losses)
+        ['Adam', 'REKLS highest, clip 3×']
+    """
+    arms = list(arms)
+    if not arms or not seeds:
+        raise ValueError("need at least one arm and one seed")
+    if len({a.label for a in arms}) != len(arms):
+        raise ValueError("arms must have distinct labels")
+    if steps < 1 or (spike_step is not None and not 0 <= spike_step < steps):
+        raise ValueError(f"need steps ≥ 1 and spike_step in [0, steps), got {steps}, {spike_step}")
+    for name, value in (("lr", lr), ("eps", eps), ("grad_scale", grad_scale)):
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{name} must be positive and finite, got {value}")
+    if not 0 <= clip_beta < 1:
+        raise ValueError(f"clip_beta must be in [0, 1), got {clip_beta}")
+    config = {"shape": shape, "batch": batch, "lr": lr, "eps": eps, "grad_scale": grad_scale}
+    result = TrainingResult([], tuple(seeds), steps, spike_step, spike_scale, config=config)
+    for arm in arms:
+        curves = torch.empty(len(seeds), steps + 1, dtype=torch.float64)
+        with _precision_context(arm._setting()):
+            for i, seed in enumerate(seeds):
+                curves[i] = _run(arm, Regression(shape, batch, 1.0, seed), result, clip_beta)
+        result.losses[arm.label] = curves
+    return result
+
+
+def _run(arm: Arm, problem: Regression, result: TrainingResult, clip_beta: float) -> torch.Tensor:
+    cfg = result.config
+    target = problem.target()
+    param = torch.nn.Parameter(torch.zeros(*problem.shape, dtype=arm.dtype))
+    opt = arm.build(param, cfg["lr"], cfg["eps"])
+    curve = torch.empty(result.steps + 1, dtype=torch.float64)
+    curve[0] = problem.loss(param.detach(), target)
+    norm_avg, weight = 0.0, 0.0  # EMA of clipped norms and its bias correction
+    for k in range(result.steps):
+        grad = problem.gradient(param.detach(), k, target) * cfg["grad_scale"]
+        if k == result.spike_step:
+            grad = grad * result.spike_scale
+        if arm.clip is not None:
+            norm = torch.linalg.matrix_norm(grad).item()
+            if weight > 0:
+                grad = grad * min(1.0, arm.clip * norm_avg / weight / norm)
+                norm = min(norm, arm.clip * norm_avg / weight)
+            norm_avg = clip_beta * norm_avg + (1 - clip_beta) * norm
+            weight = clip_beta * weight + (1 - clip_beta)
+        param.grad = grad.to(arm.dtype)
+        opt.step()
+        curve[k + 1] = problem.loss(param.detach(), target)
+    return curve
+
+
+def peak_spread(result: TrainingResult) -> dict[str, dict[str, Any]]:
+    """Per setting: the loss before the spike and the peak after it, per seed and summarised.
+
+    Args:
+        result: A training result with a spike.
+
+    Returns:
+        ``{label: {"before": mean, "befores": tensor per seed, "peaks": tensor per seed,
+        "mean", "min", "max", "final": mean final loss}}``.
+
+    Raises:
+        ValueError: if the result has no spike.
+
+    Example:
+        >>> r = practice_experiment([Arm("Adam")], seeds=(0, 1), steps=4, spike_step=2,
+        ...                         shape=(6, 3), batch=8)
+        >>> s = peak_spread(r)["Adam"]
+        >>> bool(s["min"] <= s["mean"] <= s["max"])
+        True
+    """
+    if result.spike_step is None:
+        raise ValueError("peak_spread needs a run with a spike")
+    s = result.spike_step
+    out = {}
+    for label, curves in result.losses.items():
+        peaks = curves[:, s + 1 :].max(dim=1).values
+        out[label] = {
+            "before": curves[:, s].mean().item(),
+            "befores": curves[:, s].clone(),
+            "peaks": peaks,
+            "mean": peaks.mean().item(),
+            "min": peaks.min().item(),
+            "max": peaks.max().item(),
+            "final": curves[:, -1].mean().item(),
+        }
+    return out

@@ -1,0 +1,48 @@
+"""Both-factor health metric of the degeneracy chapter: off-diagonal mass and its experiment."""
+
+import doctest
+import math
+
+import pytest
+import torch
+
+from eigprec.chapters.degeneracy import factors
+from eigprec.chapters.degeneracy.factors import factor_health_experiment, offdiag_mass
+from eigprec.chapters.degeneracy.training import Setting
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(factors)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_offdiag_mass_ignores_rotations_inside_a_cluster_but_not_across():
+    f = torch.diag(torch.tensor([3.0, 3.0, 1.0], dtype=torch.float64))
+    c, s = math.cos(0.4), math.sin(0.4)
+    inside = torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    across = torch.tensor([[c, 0.0, -s], [0.0, 1.0, 0.0], [s, 0.0, c]], dtype=torch.float64)
+    assert offdiag_mass(inside, f) < 1e-12
+    # rotating e1 and e3 by θ mixes λ = 3 and 1: off-diagonal (3 − 1)·sin θ cos θ, twice
+    expected = math.sqrt(2) * 2 * s * c / torch.linalg.matrix_norm(f).item()
+    assert offdiag_mass(across, f) == pytest.approx(expected)
+    assert offdiag_mass(inside, torch.zeros(3, 3)) == 0.0
+    with pytest.raises(ValueError, match="square"):
+        offdiag_mass(torch.eye(3), torch.eye(2))
+
+
+def test_experiment_scores_both_factors_against_float64():
+    settings = [Setting("REKLS", dtype=torch.float64), Setting("REKLS", "highest")]
+    kw = {"shape": (8, 4), "seeds": (0, 1), "steps": 6, "spike_step": 3}
+    h = factor_health_experiment(settings, **kw)
+    again = factor_health_experiment(settings, **kw)
+    for label in h.offdiag_L:
+        assert h.offdiag_L[label].shape == h.offdiag_R[label].shape == (2, 6)
+        assert torch.equal(h.update_rms[label], again.update_rms[label])
+    # the float64 run is its own reference: eigh diagonalises its factors to rounding
+    assert h.offdiag_L["REKLS float64"].max() < 1e-12
+    assert h.offdiag_R["REKLS float64"].max() < 1e-12
+    assert (h.update_rms["REKLS highest"] > 0).all()
+    with pytest.raises(ValueError, match="setting"):
+        factor_health_experiment([])
+    with pytest.raises(ValueError, match="spike_step"):
+        factor_health_experiment(settings, steps=5, spike_step=5)

@@ -396,7 +396,7 @@ def test_property_mean_mode_equivariance(n, seed, r):
 needs_cupy = pytest.mark.skipif(
     not (torch.cuda.is_available() and _cupy_bridge.cupy_available()),
     reason="CuPy backend tests need a CUDA device and an importable CuPy "
-    "(pip install cupy-cuda12x)",
+    f"({_cupy_bridge.install_hint()})",
 )
 
 

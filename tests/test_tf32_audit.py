@@ -649,3 +649,15 @@ def test_scaled_entry_error_does_not_alarm_on_entries_near_zero():
     r = only(report)
     assert r.entry_error > 1e-2
     assert 1e-5 < r.scaled_entry_error < 2.0**-10
+
+
+@pytest.mark.parametrize("limit", [True, "1", 1.0])
+def test_rows_limit_of_the_wrong_type_is_a_type_error(limit):
+    # Issue 21 item 14: rows(limit=True) was accepted and rows(limit="1") raised ValueError.
+    a = torch.randn(8, 8)
+    with tf32_audit() as report:
+        a @ a
+    with pytest.raises(TypeError, match="limit"):
+        report.rows(limit=limit)
+    with pytest.raises(ValueError, match="limit"):
+        report.rows(limit=-1)

@@ -75,6 +75,7 @@ from typing import Any
 import torch
 
 from eigprec import _tf32_dispatch
+from eigprec._args import check_int
 from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
@@ -266,10 +267,10 @@ class AuditReport:
             float32 did not.
 
         Raises:
+            TypeError: for a ``limit`` that is not an int (bools refused).
             ValueError: for a bad ``by`` or a negative ``limit``.
         """
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        limit = None if limit is None else check_int("limit", limit, low=0)
         records = self.ranked(by)[:limit]
         overflow = any(r.tf32_nonfinite for r in records)
         rows = [

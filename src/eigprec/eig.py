@@ -271,7 +271,7 @@ def _resolve_backend(backend: str, A: Tensor) -> str:
         if not _cupy_ok():
             raise ModuleNotFoundError(
                 'kth_eigvalsh: backend="cupy" needs CuPy with a working CUDA device '
-                "(pip install cupy-cuda12x)"
+                f"({_cupy_bridge.install_hint()})"
             )
         return "cupy"
     helps = A.shape[-1] > 32 and not _torch_batches_every_n()

@@ -4,7 +4,7 @@ Private helper of :mod:`eigprec.eig`. The tolerance must hold together what roun
 an *exact* tie — the copies of a repeated eigenvalue come out of the solver split by a few
 ulps — and must not merge eigenvalues that are genuinely distinct and that the solver
 resolves. It is therefore calibrated on the spread of computed copies of exact ties
-(:func:`measure_tie_splits`), not on the solver's eigenvalue error in general: the error of one
+(``measure_tie_splits``), not on the solver's eigenvalue error in general: the error of one
 eigenvalue against a float64 reference also contains the input's rounding, which moves all
 copies of a tie together and does not split them.
 """
@@ -43,7 +43,7 @@ def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
     ``3 · eps(dtype) · √max(n, 16) · max_i |λ_i|``: 1.5 times the largest gap between
     consecutive computed copies of an exactly repeated eigenvalue measured for n = 3 … 200
     (multiplicities 2, 5, n/2 and n, float32 and float64, zero clusters of Gram matrices; see
-    :func:`measure_tie_splits`). ``kth_eigvalsh`` links consecutive eigenvalues closer than
+    ``eigprec.eig.measure_tie_splits``). ``kth_eigvalsh`` links consecutive eigenvalues closer than
     this into one cluster, so an exact tie forms one cluster, while gaps float32 resolves (at
     n = 100, anything from ≈ 4e-6 · max|λ|) are not merged.
 

@@ -13,10 +13,15 @@ NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 
 def _toc_files(toc: dict) -> list[str]:
     files = [toc["root"]]
-    for entry in toc.get("chapters", []):
-        files.append(entry["file"])
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    walk(toc.get("chapters", []))
     for part in toc.get("parts", []):
-        files.extend(e["file"] for e in part["chapters"])
+        walk(part["chapters"])
     return files
 
 

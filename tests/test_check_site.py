@@ -112,6 +112,22 @@ def test_wrong_colab_link_is_reported(tmp_path, url):
     assert len(problems) == 1 and "no Colab link to" in problems[0]
 
 
+def test_details_page_nested_as_a_section_is_checked_too(tmp_path):
+    # The toc nests a chapter's details page under it (`sections:`): its Colab button
+    # must be checked like the chapter's, not skipped.
+    url = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.ipynb"
+    _colab_fixture(tmp_path, url)
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - chapters:\n"
+        "      - file: book/ch\n        sections:\n          - file: book/ch_details\n"
+    )
+    _write(tmp_path / "book" / "ch_details.ipynb", json.dumps({"cells": []}))
+    _write(tmp_path / "html" / "book" / "ch_details.html", "<p>no Colab button</p>")
+    problems, checked = check_site.check_colab(tmp_path / "html", tmp_path / "_config.yml")
+    assert checked == [url]
+    assert len(problems) == 1 and problems[0].startswith("book/ch_details.html: no Colab link")
+
+
 def test_colab_url_needs_github():
     with pytest.raises(ValueError, match=r"github\.com"):
         check_site.colab_url("https://gitlab.com/org/repo", "main", "book/x.ipynb")

@@ -184,9 +184,17 @@ def check_colab(site: Path, config_path: Path) -> tuple[list[str], list[str]]:
     book_path = repo.get("path_to_book", "") or ""
     branch = repo.get("branch", "main")
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"], *(c["file"] for c in toc.get("chapters", []))]
+    files = [toc["root"]]
+
+    def walk(entries: list[dict]) -> None:
+        # A chapter's details pages are its `sections` and carry Colab buttons too.
+        for entry in entries:
+            files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    walk(toc.get("chapters", []))
     for part in toc.get("parts", []):
-        files += [c["file"] for c in part.get("chapters", [])]
+        walk(part.get("chapters", []))
     problems, checked = [], []
     for file in files:
         notebook = root / f"{file}.ipynb"

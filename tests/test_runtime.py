@@ -1,6 +1,7 @@
 """describe_runtime: a frozen, truthful provenance record that renders as a box."""
 
 import dataclasses
+import html as html_module
 import sys
 
 import numpy as np
@@ -53,7 +54,17 @@ def test_renders_as_text_and_html():
         assert needle in text
         assert needle in html
     assert ("emulated" in text) == info.tf32_emulated
-    assert html.startswith("<div") and "<table" in html
+    assert html.startswith("<details") and "<table" in html
+
+
+def test_html_box_is_collapsed_and_its_summary_names_device_and_tf32_mode():
+    # Issue 23: the provenance box comes collapsed after a page's question; closed, it
+    # still says where the page ran and how TF32 behaved there.
+    info = dataclasses.replace(describe_runtime(), device_name="Dev <X>")
+    html = info._repr_html_()
+    summary = html.split("<summary", 1)[1].split("</summary>", 1)[0]
+    assert "Dev &lt;X&gt;" in summary and html_module.escape(info.tf32_label) in summary
+    assert "<details" in html and " open" not in html.split(">", 1)[0]
 
 
 def test_html_escapes_device_name():

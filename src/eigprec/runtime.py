@@ -189,16 +189,20 @@ class RuntimeInfo:
         return "\n".join([rule, *lines, rule])
 
     def _repr_html_(self) -> str:
+        # Collapsed (issue 23): the closed box's one line still names the device and
+        # how TF32 ran, so a reader who never opens it knows where the numbers come from.
         cells = "".join(
-            f'<tr><th style="text-align:right;padding:2px 10px 2px 0;white-space:nowrap">'
+            f'<tr><th style="text-align:right;padding:2px 10px 2px 0;vertical-align:top">'
             f"{html.escape(k)}</th><td style='padding:2px 0'>{html.escape(v)}</td></tr>"
             for k, v in self._rows()
         )
+        summary = f"Provenance: executed on {self.device_name}; TF32 {self.tf32_label}"
         return (
-            '<div class="eigprec-provenance" style="border-left:4px solid #4c72b0;'
+            '<details class="eigprec-provenance" style="border-left:4px solid #4c72b0;'
             'background:rgba(76,114,176,0.08);padding:6px 12px;margin:4px 0;font-size:0.9em">'
-            '<div style="font-weight:bold;margin-bottom:4px">Provenance of this page</div>'
-            f'<table style="border:none;margin:0">{cells}</table></div>'
+            '<summary style="font-weight:bold;cursor:pointer">'
+            f"{html.escape(summary)}</summary>"
+            f'<table style="border:none;margin:4px 0 0 0">{cells}</table></details>\n'
         )
 
 

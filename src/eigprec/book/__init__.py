@@ -2,15 +2,18 @@
 
 Glued values and progress bars (``eigprec.book.notebook``), package code shown in a page
 (``eigprec.book.source``), tables, notes and printed bounds
-(``eigprec.book.display``). The library (:mod:`eigprec`) never imports this package.
+(``eigprec.book.display``), figure size and text checks (``eigprec.book.figures``).
+The library (:mod:`eigprec`) never imports this package.
 """
 
 from eigprec.book.display import markdown_table, note, printed_bound
+from eigprec.book.figures import check_readable, use_book_style
 from eigprec.book.notebook import glue, load_record, progress, record_dirs
 from eigprec.book.source import SourceListing, show_source
 
 __all__ = [
     "SourceListing",
+    "check_readable",
     "glue",
     "load_record",
     "markdown_table",
@@ -19,4 +22,5 @@ __all__ = [
     "progress",
     "record_dirs",
     "show_source",
+    "use_book_style",
 ]

@@ -68,14 +68,6 @@ def test_first_cell_installs_from_the_configured_url_only_in_colab(path: Path, b
         assert urls == [url], f"{path.name}: unexpected URL in {line!r}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_second_cell_shows_provenance(path: Path):
-    second = json.loads(path.read_text())["cells"][1]
-    assert second["cell_type"] == "code"
-    assert _source(second).strip().endswith("eigprec.describe_runtime()")
-    assert "remove-cell" not in second["metadata"].get("tags", [])
-
-
 def test_repository_url_defined_once(book_config):
     url = book_config["repository"]["url"]
     assert url.startswith("https://github.com/")

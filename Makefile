@@ -94,6 +94,12 @@ cache-key: env
 READER_NOTEBOOKS := $(PY) tools/reader_notebooks.py --executed $(BUILD)/jupyter_execute \
 	--out $(BUILD)/notebooks --html $(BUILD)/html
 
+# The notebook pages executed into the execution cache, several kernels at once (one per
+# core), before jupyter-book: it then finds them cached instead of running them one after
+# another (`make test`'s strict build). Pages cached with the same code cells are not run again.
+EXECUTE_PAGES := $(PY) tools/execute_pages.py --config _config.yml --toc _toc.yml \
+	--cache $(BUILD)/.jupyter_cache
+
 notebooks: env
 	$(READER_NOTEBOOKS)
 
@@ -114,6 +120,7 @@ unit: env
 # nitpick_ignore_regex in _config.yml lists the types Sphinx cannot link (torch's).
 strict-book: env
 	rm -rf $(BUILD)/.jupyter_cache $(BUILD)/.doctrees $(BUILD)/html $(CACHE_KEY_FILE)
+	$(EXECUTE_PAGES)
 	$(JB) --all -W -n
 	$(READER_NOTEBOOKS)
 	@mkdir -p $(BUILD); echo $(CACHE_KEY) > $(CACHE_KEY_FILE)

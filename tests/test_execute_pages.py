@@ -1,0 +1,86 @@
+"""tools/execute_pages.py: the book's pages executed in parallel into MyST-NB's cache."""
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import execute_pages
+
+
+def _page(path: Path, code: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [nbformat.v4.new_markdown_cell("# Page"), nbformat.v4.new_code_cell(code)]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def book(tmp_path):
+    (tmp_path / "_config.yml").write_text("execute:\n  timeout: 60\n")
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - chapters:\n      - file: book/a\n"
+        "        sections:\n          - file: book/a_details\n      - file: book/b\n"
+    )
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    # Each page writes a file in its own folder: pages run where MyST-NB runs them.
+    _page(tmp_path / "book" / "a.ipynb", "open('ran-a', 'w').close(); print(6 * 7)")
+    _page(tmp_path / "book" / "a_details.ipynb", "open('ran-d', 'w').close()")
+    _page(tmp_path / "book" / "b.ipynb", "open('ran-b', 'w').close()")
+    return tmp_path
+
+
+def _run(book: Path, *extra: str) -> int:
+    return execute_pages.main(
+        [
+            "--config", str(book / "_config.yml"),
+            "--toc", str(book / "_toc.yml"),
+            "--cache", str(book / "_build" / ".jupyter_cache"),
+            *extra,
+        ]
+    )  # fmt: skip
+
+
+def test_toc_pages_include_sections_and_skip_markdown(book):
+    names = [p.name for p in execute_pages.toc_notebooks(book / "_toc.yml")]
+    assert names == ["a.ipynb", "a_details.ipynb", "b.ipynb"]
+
+
+def test_every_page_is_cached_as_myst_nb_would_match_it(book, capsys):
+    from jupyter_cache import get_cache
+
+    assert _run(book, "--jobs", "2") == 0
+    assert {p.name for p in (book / "book").glob("ran-*")} == {"ran-a", "ran-b", "ran-d"}
+    cache = get_cache(str(book / "_build" / ".jupyter_cache"))
+    record = cache.match_cache_notebook(nbformat.read(book / "book" / "a.ipynb", as_version=4))
+    _, merged = cache.merge_match_into_notebook(
+        nbformat.read(book / "book" / "a.ipynb", as_version=4)
+    )
+    assert merged.cells[1].outputs[0]["text"] == "42\n"
+    assert record.data["execution_seconds"] > 0
+    times = json.loads((book / "_build" / "execution-seconds.json").read_text())
+    assert set(times) == {"a.ipynb", "a_details.ipynb", "b.ipynb"}
+    # A second run finds every page cached and runs none.
+    for ran in (book / "book").glob("ran-*"):
+        ran.unlink()
+    capsys.readouterr()
+    assert _run(book) == 0
+    assert not list((book / "book").glob("ran-*"))
+    assert capsys.readouterr().out.count("cached ") == 3
+
+
+def test_a_failing_page_fails_the_run_and_is_named(book, capsys):
+    _page(book / "book" / "b.ipynb", "raise ValueError('guard failed: 1 > 2')")
+    assert _run(book) == 1
+    err = capsys.readouterr().err
+    assert "FAIL book/b.ipynb" in err and "guard failed" in err
+
+
+def test_negative_jobs_is_refused(book):
+    with pytest.raises(SystemExit):
+        _run(book, "--jobs", "-1")

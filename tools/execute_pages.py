@@ -1,0 +1,144 @@
+"""Execute the book's notebook pages in parallel into the build's execution cache.
+
+`make strict-book` empties the execution cache, then runs this before jupyter-book, so
+the build finds every page already executed (MyST-NB's ``cache`` mode matches a cached
+notebook by its code cells) instead of executing them one after another. On a 2-core
+machine two kernels of one thread each take about half the time of one kernel after
+another: the chapters' matrices are small and gain little from a second thread.
+
+Each page runs exactly as MyST-NB runs it in the build (jupyter-cache's
+``single_nb_execution``, in the page's own folder, the configured per-cell timeout,
+errors not allowed) and is stored the way MyST-NB stores it. A page that fails is
+reported with its traceback and the exit status is 1; its cache entry is not written,
+so a later `make book` would execute it again and show the same error. A page whose
+code cells match a cached execution is not run again (`make book` uses this too; the
+Makefile empties the cache when src/, book/data/ or the requirements change).
+
+Usage: ``python tools/execute_pages.py --config _config.yml --toc _toc.yml
+--cache _build/.jupyter_cache [--jobs N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_notebooks(toc_path: Path) -> list[Path]:
+    """Every ``.ipynb`` page the table of contents lists, sections included, in order."""
+    import yaml
+
+    toc = yaml.safe_load(toc_path.read_text())
+    root = toc_path.parent
+    files = [toc["root"]]
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    walk(toc.get("chapters", []))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
+
+
+def _execute(path: str, timeout: int) -> tuple[str, object, float, str | None]:
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    nb = nbformat.read(path, as_version=4)
+    result = single_nb_execution(
+        nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False, meta_override=True
+    )
+    return path, nb, result.time, result.exc_string if result.err is not None else None
+
+
+def _is_cached(cache, page: Path) -> bool:
+    """Whether the cache holds this page executed with its current code cells."""
+    import nbformat
+
+    try:
+        cache.match_cache_notebook(nbformat.read(str(page), as_version=4))
+    except KeyError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "_config.yml")
+    parser.add_argument("--toc", type=Path, default=ROOT / "_toc.yml")
+    parser.add_argument("--cache", type=Path, default=ROOT / "_build" / ".jupyter_cache")
+    parser.add_argument("--jobs", type=int, default=0, help="kernels at once (0: CPU count)")
+    args = parser.parse_args(argv)
+    if args.jobs < 0:
+        parser.error(f"--jobs must be >= 0, got {args.jobs}")
+    timeout = int(yaml.safe_load(args.config.read_text())["execute"]["timeout"])
+    pages = toc_notebooks(args.toc)
+    if not pages:
+        print("execute_pages: no notebook page in the toc")
+        return 0
+    cpus = os.cpu_count() or 1
+    # Longest pages first (last run's times, else file size), so the longest run does
+    # not start last.
+    times_file = args.cache.parent / "execution-seconds.json"
+    try:
+        known = json.loads(times_file.read_text())
+    except (OSError, ValueError):
+        known = {}
+    pages.sort(key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
+    cache = get_cache(str(args.cache))
+    cached = [p for p in pages if _is_cached(cache, p)]
+    for page in cached:
+        print(f"cached {page.relative_to(args.toc.parent)}")
+    pages = [p for p in pages if p not in cached]
+    if not pages:
+        return 0
+    jobs = min(args.jobs or cpus, len(pages))
+    # Threads per kernel so that the kernels together use the machine's cores once.
+    os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // jobs))
+    started = time.monotonic()
+    print(
+        f"execute_pages: {len(pages)} pages, {jobs} at once, "
+        f"{os.environ['OMP_NUM_THREADS']} thread(s) each"
+    )
+    failed = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_execute, str(p), timeout) for p in pages]
+        for future in futures:
+            path, nb, seconds, error = future.result()
+            name = Path(path).relative_to(args.toc.parent)
+            if error is not None:
+                failed.append(str(name))
+                print(f"FAIL {name} ({seconds:.0f} s)\n{error}", file=sys.stderr)
+                continue
+            record = cache.add_nb_to_project(path)
+            cache.cache_notebook_bundle(
+                CacheBundleIn(nb, record.uri, data={"execution_seconds": seconds}),
+                check_validity=False,
+                overwrite=True,
+            )
+            known[Path(path).name] = round(seconds, 1)
+            print(f"ok   {name}: {seconds:.0f} s")
+    total = time.monotonic() - started
+    times_file.parent.mkdir(parents=True, exist_ok=True)
+    times_file.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    print(f"execute_pages: {len(pages) - len(failed)} of {len(pages)} pages in {total:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

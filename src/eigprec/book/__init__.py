@@ -7,11 +7,13 @@ The library (:mod:`eigprec`) never imports this package.
 """
 
 from eigprec.book.display import markdown_table, note, printed_bound
-from eigprec.book.figures import check_readable, use_book_style
+from eigprec.book.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
 from eigprec.book.notebook import glue, load_record, progress, record_dirs
 from eigprec.book.source import SourceListing, show_source
 
 __all__ = [
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
     "SourceListing",
     "check_readable",
     "glue",

@@ -33,6 +33,7 @@ import importlib
 import pkgutil
 from typing import Any
 
+import eigprec_bibtex
 from sphinx.application import Sphinx
 from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
@@ -146,6 +147,9 @@ def _drop_duplicate_scripts(
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.viewcode")  # defines the event connected below
+    # Author-year labels in the bibliography, as in the text (book/_ext/eigprec_bibtex.py);
+    # registered before sphinxcontrib-bibtex looks its styles up.
+    eigprec_bibtex.register()
     app.connect("config-inited", _version_in_footer)
     app.connect("builder-inited", _copy_constant_comments)
     app.connect("viewcode-follow-imported", _follow_constant)

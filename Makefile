@@ -181,7 +181,7 @@ linkcheck: env
 	@echo "Report: $(LINKCHECK)/_build/html/output.txt"
 
 # On an offline NVIDIA machine: everything GPU-only, into $$OUT or $(BUILD)/gpu-record
-# (README, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
+# (CONTRIBUTING.md, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
 # machine's torch and CuPy. Options: make gpu-record GPU_RECORD_ARGS="--steps eig".
 .PHONY: gpu-record
 gpu-record:

@@ -43,10 +43,17 @@ logger = logging.getLogger(__name__)
 PACKAGES = ("eigprec", "eigprec.book")
 
 
+def _own_modules(package: Any) -> list[pkgutil.ModuleInfo]:
+    """The package's own modules, not its subpackages: a library's constants live in the
+    library (importing eigprec.chapters here would import the whole book)."""
+    found = pkgutil.iter_modules(package.__path__, prefix=f"{package.__name__}.")
+    return [info for info in found if not info.ispkg]
+
+
 def _defining_comment(package: Any, name: str) -> list[str]:
     """The ``#:`` comment of ``name`` in the submodule of ``package`` that defines it."""
     value = getattr(package, name)
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+    for info in _own_modules(package):
         module = importlib.import_module(info.name)
         if getattr(module, name, None) is not value:
             continue
@@ -59,7 +66,7 @@ def _defining_comment(package: Any, name: str) -> list[str]:
 def _defining_module(package: Any, name: str) -> str | None:
     """The submodule of ``package`` whose source assigns the public constant ``name``."""
     value = getattr(package, name)
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+    for info in _own_modules(package):
         module = importlib.import_module(info.name)
         if getattr(module, name, None) is not value:
             continue

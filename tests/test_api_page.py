@@ -86,16 +86,22 @@ def test_a_reexported_constant_is_traced_to_the_lines_that_assign_it():
 
 
 def test_the_footer_carries_the_package_version():
-    options = {"extra_footer": "<p>Code: MIT. eigprec {version}.</p>"}
+    options = {
+        "extra_footer": '<a href="{repository}/blob/main/LICENSE">MIT</a>. eigprec {version}.',
+        "repository_url": "https://example.org/repo",
+    }
     config = SimpleNamespace(html_theme_options=options, version="", release="")
     eigprec_sphinx._version_in_footer(SimpleNamespace(), config)
-    assert options["extra_footer"] == f"<p>Code: MIT. eigprec {eigprec.__version__}.</p>"
+    assert options["extra_footer"] == (
+        f'<a href="https://example.org/repo/blob/main/LICENSE">MIT</a>. '
+        f"eigprec {eigprec.__version__}."
+    )
     assert config.version == config.release == eigprec.__version__
 
 
 def test_the_configured_footer_states_both_licences_and_the_version(book_config):
     footer = book_config["html"]["extra_footer"]
     assert "CC BY 4.0" in footer and "https://creativecommons.org/licenses/by/4.0/" in footer
-    assert "MIT" in footer and "{version}" in footer
+    assert "MIT" in footer and "{version}" in footer and "{repository}/" in footer
     extensions = book_config["sphinx"]["extra_extensions"]
     assert "sphinx.ext.viewcode" in extensions and "sphinx.ext.autosummary" in extensions

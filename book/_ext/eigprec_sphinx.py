@@ -15,9 +15,10 @@ re-exported constant (a tuple has no ``__module__``, and viewcode marks only
 functions and classes in a module's code); the extension names the submodule that
 defines it and the lines that assign it, so its entry gets a ``[source]`` link too.
 
-Footer: ``html.extra_footer`` in _config.yml may contain ``{version}``; it is
-replaced by ``eigprec.__version__``, the version of the package the pages ran
-(Sphinx's ``version`` and ``release`` are set to it as well).
+Footer: ``html.extra_footer`` in _config.yml may contain ``{version}``, replaced by
+``eigprec.__version__`` (the package the pages ran; Sphinx's ``version`` and ``release``
+are set to it as well), and ``{repository}``, replaced by ``repository.url``, which
+_config.yml defines once.
 
 Duplicate scripts: sphinx-thebe's inline configuration (``const THEBE_JS_URL = …``)
 is registered twice in a jupyter-book 1 build, and the second copy throws
@@ -131,7 +132,10 @@ def _version_in_footer(app: Sphinx, config: Any) -> None:
     options = config.html_theme_options
     footer = options.get("extra_footer") if isinstance(options, dict) else None
     if footer:
-        options["extra_footer"] = footer.replace("{version}", version)
+        repository = options.get("repository_url", "")
+        options["extra_footer"] = footer.replace("{version}", version).replace(
+            "{repository}", repository
+        )
 
 
 def _drop_duplicate_scripts(

@@ -71,10 +71,9 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 
 # Content and modification time of every input: `touch` counts as a change too,
-# as it does for make itself.
-CACHE_KEY = $$(find $(wildcard $(CACHE_INPUTS)) -type f ! -path '*/__pycache__/*' \
-	! -path '*.egg-info/*' ! -name '*.pyc' -printf '%p %T@ ' -exec sha256sum {} + \
-	2>/dev/null | sort | sha256sum | cut -c1-16)
+# as it does for make itself. tools/cache_key.py, not `find -printf` and `sha256sum`:
+# the same on macOS's BSD tools as on GNU's.
+CACHE_KEY = $$($(PY) tools/cache_key.py $(CACHE_INPUTS))
 
 # Drop the execution cache and Sphinx's environment when the key changed.
 cache-key: env
@@ -137,11 +136,9 @@ site-check: env
 # but it keeps an execution cache the workflow restores on a fresh checkout, where
 # file times are new; so this key hashes contents only (plus EIGPREC_FULL and the
 # device) and lives inside the cache folder it vouches for.
-CONTENT_KEY = $$( { find $(wildcard $(CACHE_INPUTS)) -type f ! -path '*/__pycache__/*' \
-	! -path '*.egg-info/*' ! -name '*.pyc' -exec sha256sum {} + 2>/dev/null | sort; \
-	echo "full=$${EIGPREC_FULL:-}"; \
-	$(PY) -c 'import torch; c = torch.cuda; print(c.get_device_name() if c.is_available() else "cpu")'; \
-	} | sha256sum | cut -c1-16)
+CONTENT_KEY = $$($(PY) tools/cache_key.py --content-only --extra "full=$${EIGPREC_FULL:-}" \
+	--extra "$$($(PY) -c 'import torch; c = torch.cuda; print(c.get_device_name() if c.is_available() else "cpu")')" \
+	$(CACHE_INPUTS))
 PUBLISH_KEY_FILE := $(BUILD)/.jupyter_cache/.eigprec-content-key
 
 publish: env
@@ -188,7 +185,7 @@ linkcheck: env
 	@echo "Report: $(LINKCHECK)/_build/html/output.txt"
 
 # On an offline NVIDIA machine: everything GPU-only, into $$OUT or $(BUILD)/gpu-record
-# (README, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
+# (CONTRIBUTING.md, "Recording on a GPU machine"). Needs no .venv: it builds its own on the
 # machine's torch and CuPy. Options: make gpu-record GPU_RECORD_ARGS="--steps eig".
 .PHONY: gpu-record
 gpu-record:

@@ -511,8 +511,8 @@ def test_versions_survives_a_hanging_probe(tmp_path, fake_env, monkeypatch):
     assert run.steps[-1]["status"] == "failed"
 
 
-def test_readme_calls_cover_every_step_once_within_the_budget():
-    text = (ROOT / "README.md").read_text()
+def test_contributing_calls_cover_every_step_once_within_the_budget():
+    text = (ROOT / "CONTRIBUTING.md").read_text()
     section = text.split("## Recording on a GPU machine", 1)[1].split("\n## ", 1)[0]
     calls = re.findall(r"^\s*bash tools/gpu_record\.sh (.+?)(?:\s+#.*)?$", section, re.M)
     assert len(calls) >= 2

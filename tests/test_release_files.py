@@ -1,5 +1,6 @@
-"""LICENSE, CITATION.cff, CHANGELOG.md, README.md, pyproject.toml and _config.yml agree:
-one version, one licence statement, one repository and one published address.
+"""LICENSE, CITATION.cff, CHANGELOG.md, README.md, CONTRIBUTING.md, pyproject.toml and
+_config.yml agree: one version, one licence statement, one repository and one published
+address. The README serves a newcomer; maintainer detail lives in CONTRIBUTING.md.
 """
 
 import re
@@ -24,6 +25,11 @@ def citation() -> dict:
 @pytest.fixture(scope="module")
 def readme() -> str:
     return (ROOT / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def contributing() -> str:
+    return (ROOT / "CONTRIBUTING.md").read_text()
 
 
 def test_code_licence_is_mit_as_an_spdx_expression(project):
@@ -83,9 +89,26 @@ def test_readme_has_ci_site_and_one_colab_badge_per_chapter(readme, book_config)
         assert chapter.removesuffix(".ipynb") in toc
 
 
-def test_readme_names_the_make_targets_it_documents(readme):
+def test_readme_names_the_two_commands_and_contributing_the_rest(readme, contributing):
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("book", "test", "env", "strip", "linkcheck", "publish"):
+    for target in ("book", "test"):
         assert f"make {target}" in readme, target
+    for target in ("book", "test", "env", "strip", "linkcheck", "publish"):
+        assert f"make {target}" in contributing, target
         assert re.search(rf"^{target}:", makefile, re.M), target
-    assert "TORCH_INDEX" in readme and "nbstripout --install --attributes .gitattributes" in readme
+    assert "TORCH_INDEX" in contributing
+    assert "nbstripout --install --attributes .gitattributes" in contributing
+    assert "[CONTRIBUTING.md](CONTRIBUTING.md)" in readme
+
+
+def test_readme_first_screen_serves_a_newcomer(readme, contributing, book_config):
+    # What the book teaches, where to read it, the two commands and how to reuse the
+    # package come before the pointer to the maintainers' file, in a page one can take in.
+    first = readme.split("## Contributing", 1)[0]
+    assert len(readme.splitlines()) <= 120
+    assert book_config["html"]["baseurl"] in first
+    assert "make book" in first and "make test" in first
+    assert 'pip install "eigprec @ git+' in first
+    for maintainer_detail in ("GPU_RUNNER", "gpu_record.sh", "## Releases"):
+        assert maintainer_detail not in readme
+        assert maintainer_detail in contributing

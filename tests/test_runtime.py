@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from eigprec import describe_runtime, full_scale, matmul_precision
+import eigprec
+from eigprec import describe_runtime, matmul_precision
+from eigprec.book import full_scale
 
 
 def test_fields_match_this_machine():
@@ -73,12 +75,24 @@ def test_html_escapes_device_name():
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("1", True), ("yes", True), ("0", False), ("", False)]
+    ("value", "expected"),
+    [("1", True), ("yes", True), (" TRUE ", True), ("0", False), ("", False), ("full", False)],
 )
 def test_full_scale(monkeypatch, value, expected):
+    # The book decides the scale (eigprec.book.full_scale); the provenance box, which the
+    # library draws without importing eigprec.book, says the same.
     monkeypatch.setenv("EIGPREC_FULL", value)
     assert full_scale() is expected
-    assert describe_runtime().full_scale is expected
+    info = describe_runtime()
+    assert info.full_scale is expected
+    scale = dict(info._rows())["Scale"]
+    assert scale == ("full (EIGPREC_FULL=1)" if expected else "reduced for a small CPU")
+
+
+def test_full_scale_is_a_book_helper_not_library():
+    assert "full_scale" not in eigprec.__all__
+    assert not hasattr(eigprec, "full_scale")
+    assert full_scale.__module__ == "eigprec.book.scale"
 
 
 def _fake_cuda(monkeypatch, name: str, capability: tuple[int, int], hip: str | None = None):

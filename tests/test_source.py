@@ -10,12 +10,12 @@ from eigprec.runtime import RuntimeInfo
 
 
 def test_function_source_is_the_real_source():
-    listing = show_source(eigprec.full_scale)
-    lines, first = inspect.getsourcelines(eigprec.full_scale)
+    listing = show_source(eigprec.describe_runtime)
+    lines, first = inspect.getsourcelines(eigprec.describe_runtime)
     assert listing.code == "".join(lines)
     assert listing.first_line == first
     assert listing.path == "eigprec/runtime.py"
-    assert listing.qualname == "eigprec.runtime.full_scale"
+    assert listing.qualname == "eigprec.runtime.describe_runtime"
 
 
 def test_class_and_method():
@@ -25,17 +25,18 @@ def test_class_and_method():
 
 
 def test_html_is_highlighted_and_self_contained():
-    html = show_source(eigprec.full_scale)._repr_html_()
+    html = show_source(eigprec.describe_runtime)._repr_html_()
     assert "style=" in html and "<span" in html  # inline-styled tokens, no stylesheet
     assert "eigprec/runtime.py" in html
     assert 'class="' in html
 
 
 def test_text_has_header_with_line_range():
-    listing = show_source(eigprec.full_scale)
+    listing = show_source(eigprec.describe_runtime)
     last = listing.first_line + listing.code.count("\n") - 1
     assert str(listing).splitlines()[0] == (
-        f"# eigprec.runtime.full_scale — eigprec/runtime.py, lines {listing.first_line}–{last}"
+        f"# eigprec.runtime.describe_runtime — eigprec/runtime.py, "
+        f"lines {listing.first_line}–{last}"
     )
 
 

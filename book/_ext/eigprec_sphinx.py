@@ -1,15 +1,24 @@
-"""Two project-specific Sphinx fixes: public constants on the API page, and one
-script that jupyter-book 1 includes twice on every page.
+"""Project-specific Sphinx fixes: public constants on the API page with their source,
+the package version in the footer, and one script that jupyter-book 1 includes twice
+on every page.
 
-API page (book/api.md): ``automodule:: eigprec`` with ``:members:`` lists the names
-in ``eigprec.__all__``.
+API page (book/api.md): it documents the names in ``eigprec.__all__`` and
+``eigprec.book.__all__`` as ``eigprec.<name>`` and ``eigprec.book.<name>``.
 Functions and classes carry their docstrings wherever they are defined, but a
 re-exported constant is documented by a ``#:`` comment in the submodule that
 defines it, and autodoc reads such comments only from the module it documents
-(``eigprec/__init__.py``): it would silently leave the constant off the page.
-This extension copies those comments into autodoc's view of ``eigprec`` before
+(the package's ``__init__.py``): it would silently leave the constant bare.
+This extension copies those comments into autodoc's view of each package before
 anything is read, and fails the build (a warning, under -W) for a public constant
-that has none.
+that has none. For the same reason ``sphinx.ext.viewcode`` finds no source for a
+re-exported constant (a tuple has no ``__module__``, and viewcode marks only
+functions and classes in a module's code); the extension names the submodule that
+defines it and the lines that assign it, so its entry gets a ``[source]`` link too.
+
+Footer: ``html.extra_footer`` in _config.yml may contain ``{version}``, replaced by
+``eigprec.__version__`` (the package the pages ran; Sphinx's ``version`` and ``release``
+are set to it as well), and ``{repository}``, replaced by ``repository.url``, which
+_config.yml defines once.
 
 Duplicate scripts: sphinx-thebe's inline configuration (``const THEBE_JS_URL = …``)
 is registered twice in a jupyter-book 1 build, and the second copy throws
@@ -20,23 +29,32 @@ copy of any script included more than once.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from typing import Any
 
+import eigprec_bibtex
 from sphinx.application import Sphinx
 from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-PACKAGE = "eigprec"
+PACKAGES = ("eigprec", "eigprec.book")
+
+
+def _own_modules(package: Any) -> list[pkgutil.ModuleInfo]:
+    """The package's own modules, not its subpackages: a library's constants live in the
+    library (importing eigprec.chapters here would import the whole book)."""
+    found = pkgutil.iter_modules(package.__path__, prefix=f"{package.__name__}.")
+    return [info for info in found if not info.ispkg]
 
 
 def _defining_comment(package: Any, name: str) -> list[str]:
     """The ``#:`` comment of ``name`` in the submodule of ``package`` that defines it."""
     value = getattr(package, name)
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+    for info in _own_modules(package):
         module = importlib.import_module(info.name)
         if getattr(module, name, None) is not value:
             continue
@@ -46,19 +64,78 @@ def _defining_comment(package: Any, name: str) -> list[str]:
     return []
 
 
-def _copy_constant_comments(app: Sphinx) -> None:
-    package = importlib.import_module(PACKAGE)
-    analyzer = ModuleAnalyzer.for_module(PACKAGE)
-    docs = analyzer.find_attr_docs()  # analyzes once; autodoc reuses this cached object
-    for name in package.__all__:
-        value = getattr(package, name)
-        if callable(value) or ("", name) in docs:  # classes, functions: own docstrings
+def _defining_module(package: Any, name: str) -> str | None:
+    """The submodule of ``package`` whose source assigns the public constant ``name``."""
+    value = getattr(package, name)
+    for info in _own_modules(package):
+        module = importlib.import_module(info.name)
+        if getattr(module, name, None) is not value:
             continue
-        comment = _defining_comment(package, name)
-        if comment:
-            analyzer.attr_docs[("", name)] = comment
-        else:
-            logger.warning("%s.%s is public but has no #: documentation comment", PACKAGE, name)
+        if ("", name) in ModuleAnalyzer.for_module(info.name).find_attr_docs():
+            return info.name
+    return None
+
+
+def _copy_constant_comments(app: Sphinx) -> None:
+    for package_name in PACKAGES:
+        package = importlib.import_module(package_name)
+        analyzer = ModuleAnalyzer.for_module(package_name)
+        docs = analyzer.find_attr_docs()  # analyzes once; autodoc reuses this cached object
+        for name in package.__all__:
+            value = getattr(package, name)
+            if callable(value) or ("", name) in docs:  # classes, functions: own docstrings
+                continue
+            comment = _defining_comment(package, name)
+            if comment:
+                analyzer.attr_docs[("", name)] = comment
+            else:
+                logger.warning(
+                    "%s.%s is public but has no #: documentation comment", package_name, name
+                )
+
+
+def _follow_constant(app: Sphinx, modname: str, attribute: str) -> str | None:
+    # viewcode asks where ``modname.attribute`` is defined; it follows ``__module__``
+    # itself, which a re-exported constant lacks.
+    if modname not in PACKAGES:
+        return None
+    package = importlib.import_module(modname)
+    if attribute not in package.__all__ or callable(getattr(package, attribute)):
+        return None
+    return _defining_module(package, attribute)
+
+
+def _source_with_constants(app: Sphinx, modname: str) -> tuple[str, dict] | None:
+    # viewcode's tags list only functions and classes; add the lines that assign each
+    # public constant defined in ``modname``, so its [source] link has a target.
+    constants = [
+        name
+        for package_name in PACKAGES
+        for name in importlib.import_module(package_name).__all__
+        if _follow_constant(app, package_name, name) == modname
+    ]
+    if not constants:
+        return None
+    analyzer = ModuleAnalyzer.for_module(modname)
+    tags = dict(analyzer.find_tags())
+    for node in ast.parse(analyzer.code).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in constants:
+                tags[target.id] = ("other", node.lineno, node.end_lineno or node.lineno)
+    return analyzer.code, tags
+
+
+def _version_in_footer(app: Sphinx, config: Any) -> None:
+    version = importlib.import_module("eigprec").__version__
+    config.version = config.release = version
+    options = config.html_theme_options
+    footer = options.get("extra_footer") if isinstance(options, dict) else None
+    if footer:
+        repository = options.get("repository_url", "")
+        options["extra_footer"] = footer.replace("{version}", version).replace(
+            "{repository}", repository
+        )
 
 
 def _drop_duplicate_scripts(
@@ -80,6 +157,13 @@ def _drop_duplicate_scripts(
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.setup_extension("sphinx.ext.viewcode")  # defines the event connected below
+    # Author-year labels in the bibliography, as in the text (book/_ext/eigprec_bibtex.py);
+    # registered before sphinxcontrib-bibtex looks its styles up.
+    eigprec_bibtex.register()
+    app.connect("config-inited", _version_in_footer)
     app.connect("builder-inited", _copy_constant_comments)
+    app.connect("viewcode-follow-imported", _follow_constant)
+    app.connect("viewcode-find-source", _source_with_constants)
     app.connect("html-page-context", _drop_duplicate_scripts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

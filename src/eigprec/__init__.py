@@ -10,7 +10,7 @@ reader), ``eigprec.chapters`` (each chapter's experiments and plots) and
 from .audit import Attribution, AuditRecord, AuditReport, SiteEffect, tf32_attribution, tf32_audit
 from .eig import default_cluster_tol, kth_eigvalsh
 from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
-from .runtime import RuntimeInfo, describe_runtime, full_scale
+from .runtime import RuntimeInfo, describe_runtime
 from .soap import REKLS, SOAP, ema_first_weight
 from .subspace import (
     ClusterAngle,
@@ -55,7 +55,6 @@ __all__ = [
     "eigenvalue_clusters",
     "ema_first_weight",
     "emulate_tf32",
-    "full_scale",
     "has_real_tf32",
     "is_tf32_capability",
     "kth_eigvalsh",

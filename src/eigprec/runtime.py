@@ -17,7 +17,7 @@ import torch
 from .precision import current_matmul_precision
 from .tf32 import is_tf32_capability
 
-__all__ = ["RuntimeInfo", "describe_runtime", "full_scale"]
+__all__ = ["RuntimeInfo", "describe_runtime"]
 
 # Distribution names under which CuPy is published; looked up without importing
 # CuPy, which is slow to import and absent on machines without CUDA.
@@ -46,21 +46,12 @@ def _tf32_env_overrides() -> tuple[tuple[str, str], ...]:
     return tuple((name, os.environ[name]) for name in _TF32_ENV if name in os.environ)
 
 
-def full_scale() -> bool:
-    """Whether experiments should run at full scale (the GPU publishing build).
-
-    Chapters shrink their experiments to fit a 2-core CPU; the publishing build sets
-    the environment variable ``EIGPREC_FULL=1`` to scale them up.
-
-    Returns:
-        True when ``EIGPREC_FULL`` is set to ``1``, ``true`` or ``yes``.
-
-    Example:
-        >>> import os
-        >>> os.environ.pop("EIGPREC_FULL", None) and None
-        >>> full_scale()
-        False
-    """
+def _full_scale_requested() -> bool:
+    # The environment variable the GPU publishing build sets to run the book's experiments
+    # at full scale. How large experiments run is the book's business
+    # (eigprec.book.full_scale, which calls this reader); the library reads the variable
+    # only so that the provenance box's "Scale" row says what the page ran at, without
+    # importing eigprec.book.
     return os.environ.get("EIGPREC_FULL", "").strip().lower() in {"1", "true", "yes"}
 
 
@@ -82,7 +73,8 @@ class RuntimeInfo:
         numpy_version: ``numpy.__version__``.
         cupy_version: the installed CuPy distribution's version, or None.
         python_version: the interpreter's version.
-        full_scale: whether ``EIGPREC_FULL=1`` scaled experiments up.
+        full_scale: whether ``EIGPREC_FULL=1`` scaled the book's experiments up
+            (:func:`eigprec.book.full_scale`).
         timestamp: UTC time of the snapshot, ISO 8601.
         driver_version: the NVIDIA driver's version (from ``nvidia-smi``), or None.
         cudnn_version: cuDNN's version as torch reports it, or None.
@@ -247,7 +239,7 @@ def describe_runtime() -> RuntimeInfo:
         numpy_version=np.__version__,
         cupy_version=_cupy_version(),
         python_version=platform.python_version(),
-        full_scale=full_scale(),
+        full_scale=_full_scale_requested(),
         timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         driver_version=_driver_version() if device == "cuda" else None,
         cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,

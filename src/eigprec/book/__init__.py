@@ -1,19 +1,24 @@
 """The book's helpers: what a chapter needs to talk to its reader.
 
 Glued values and progress bars (``eigprec.book.notebook``), package code shown in a page
-(``eigprec.book.source``), tables, notes and printed bounds
-(``eigprec.book.display``), figure size and text checks (``eigprec.book.figures``).
+(``eigprec.book.source``), tables, notes and printed bounds (``eigprec.book.display``),
+figure size and text checks (``eigprec.book.figures``), and how large the experiments
+run (``eigprec.book.scale``).
 The library (:mod:`eigprec`) never imports this package.
 """
 
 from eigprec.book.display import markdown_table, note, printed_bound
-from eigprec.book.figures import check_readable, use_book_style
+from eigprec.book.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
 from eigprec.book.notebook import glue, load_record, progress, record_dirs
+from eigprec.book.scale import full_scale
 from eigprec.book.source import SourceListing, show_source
 
 __all__ = [
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
     "SourceListing",
     "check_readable",
+    "full_scale",
     "glue",
     "load_record",
     "markdown_table",

@@ -13,8 +13,16 @@ from typing import Any
 __all__ = ["MAX_WIDTH_IN", "MIN_FONT_PT", "check_readable", "use_book_style"]
 
 #: Widest figure, in inches, that the column shows unscaled (96 px per inch).
+#:
+#: Example:
+#:     >>> MAX_WIDTH_IN * 96  # pixels at the column's width
+#:     672.0
 MAX_WIDTH_IN = 7.0
 #: Smallest text size, in points, that stays readable at the column's width.
+#:
+#: Example:
+#:     >>> MIN_FONT_PT
+#:     9.0
 MIN_FONT_PT = 9.0
 
 _STYLE = {

@@ -10,9 +10,10 @@
  *
  * Names that hide the visible label (WCAG 2.5.3, label in name; axe-core's
  * label-content-name-mismatch): MyST-NB's toggles read "Show code cell source" but are
- * named "Toggle hidden content", and the theme's colour-mode button's icons count as
- * its visible text. The toggles keep their visible text as their name; the icons are
- * marked decorative (the button keeps its name, "Color mode").
+ * named "Toggle hidden content", and the titles of the theme's colour-mode icons
+ * ("Light", "Dark", "System Settings") count as the visible text of a button named
+ * "Color mode". The toggles keep their visible text as their name; the icons become
+ * decorative, without titles (the button keeps its name and its tooltip).
  */
 (function () {
   "use strict";
@@ -27,6 +28,7 @@
     });
     document.querySelectorAll(".theme-switch-button i").forEach((icon) => {
       icon.setAttribute("aria-hidden", "true");
+      icon.removeAttribute("title");
     });
   }
   function fix() {

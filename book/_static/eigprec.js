@@ -14,6 +14,10 @@
  * ("Light", "Dark", "System Settings") count as the visible text of a button named
  * "Color mode". The toggles keep their visible text as their name; the icons become
  * decorative, without titles (the button keeps its name and its tooltip).
+ *
+ * The navigation's toggles for a chapter's sections (a chapter with a details page)
+ * are a bare chevron: a screen reader announces a disclosure with no name
+ * (summary-name, serious). Each is named after its chapter: "Sections of <chapter>".
  */
 (function () {
   "use strict";
@@ -31,7 +35,16 @@
       icon.removeAttribute("title");
     });
   }
+  function nameTocToggles() {
+    document.querySelectorAll("li.has-children > details > summary").forEach((summary) => {
+      const link = summary.parentElement.parentElement.querySelector(":scope > a");
+      if (!summary.textContent.trim() && !summary.getAttribute("aria-label") && link) {
+        summary.setAttribute("aria-label", `Sections of ${link.textContent.trim()}`);
+      }
+    });
+  }
   function fix() {
+    nameTocToggles();
     fixCitationLists();
     fixNames();
   }

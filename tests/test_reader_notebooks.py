@@ -285,3 +285,18 @@ def test_a_solution_to_an_unknown_exercise_is_an_error(tmp_path):
     book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
     with pytest.raises(GenerationError, match="solution to an unknown exercise 'ex-nowhere'"):
         _generate(book)
+
+
+def test_terms_link_to_the_glossary_page(tmp_path):
+    prose = ["# Title\n\nSee {term}`TF32` and {term}`the floor <eigenvalue floor>`."]
+    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
+    (book / "book" / "glossary.md").write_text(
+        "# Glossary\n\n```{glossary}\nTF32\n  A format.\n\neigenvalue floor\n  A floor.\n```\n"
+    )
+    (book / "_toc.yml").write_text(
+        "root: book/intro\nchapters:\n  - file: book/page\n  - file: book/glossary\n"
+    )
+    md = "\n".join(c["source"] for c in _generate(book)["cells"] if c["cell_type"] == "markdown")
+    glossary = "https://org.github.io/repo/book/glossary.html"
+    assert f"See [TF32]({glossary}#term-TF32) and " in md
+    assert f"[the floor]({glossary}#term-eigenvalue-floor)." in md

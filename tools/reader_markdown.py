@@ -111,6 +111,7 @@ class Context:
     labels: dict[str, tuple[str, str]]  # label -> (page, title)
     titles: dict[str, str]  # page -> title
     api_page: str | None
+    glossary_page: str | None = None
     glue: dict[str, dict] = field(default_factory=dict)
     page: str = ""
     attachments: dict[str, dict] = field(default_factory=dict)
@@ -122,7 +123,7 @@ class Context:
     def from_book(cls, root: Path, pages: list[str], config: dict, bib: dict, ref: str) -> Context:
         labels: dict[str, tuple[str, str]] = {}
         titles: dict[str, str] = {}
-        api_page = None
+        api_page = glossary_page = None
         for page in pages:
             for suffix in (".ipynb", ".md"):
                 path = root / f"{page}{suffix}"
@@ -142,6 +143,8 @@ class Context:
                 texts.append(path.read_text(encoding="utf-8"))
                 if "automodule::" in texts[-1] or "{automodule}" in texts[-1]:
                     api_page = api_page or page
+                if re.search(r"^\s*(`{3,}|:{3,})\{glossary\}", texts[-1], re.M):
+                    glossary_page = glossary_page or page
             pending = None
             for line in "\n".join(texts).splitlines():
                 target, heading = TARGET.match(line), HEADING.match(line)
@@ -163,6 +166,7 @@ class Context:
             labels=labels,
             titles=titles,
             api_page=api_page,
+            glossary_page=glossary_page,
         )
 
     def page_url(self, page: str, anchor: str = "") -> str:
@@ -253,7 +257,12 @@ class Context:
                 )
             return f"[{title}]({self.page_url(page, label)})"
         if role == "term":
-            return shown or label
+            if self.glossary_page is None:
+                return shown or label
+            # Sphinx's anchor of a glossary term: "term-" and the term, runs of other
+            # characters than letters, digits, "." and "_" made one "-".
+            anchor = "term-" + re.sub(r"[^A-Za-z0-9._]+", "-", label).strip("-")
+            return f"[{shown or label}]({self.page_url(self.glossary_page, anchor)})"
         if role == "eq":
             return f"({label})"
         name = label.lstrip("~!.")

@@ -126,7 +126,9 @@ strict-book: env
 
 # The built site as a reader meets it: internal links and anchors, no asset from the
 # network, Colab buttons; then every page in headless Chromium (skipped, saying so,
-# where Chromium is not installed; .ci/run installs it), one screenshot per page.
+# where Chromium is not installed; .ci/run installs it), one screenshot per page: its
+# layout at 1280 px and on a 390-px phone, and axe-core's accessibility rules (vendored
+# in tools/axe-core; serious and critical findings fail, tools/page_axe.py).
 site-check: env
 	$(PY) tools/check_site.py $(BUILD)/html --config _config.yml
 	$(PY) tools/check_browser.py $(BUILD)/html --screenshots $(BUILD)/screenshots \

@@ -16,11 +16,38 @@ def test_glue_validates_name_and_returns_nothing_to_display():
         glue("", 1)
 
 
-def test_progress_yields_everything_as_text(monkeypatch, capsys):
+def test_progress_yields_everything_as_text_on_the_terminal(monkeypatch, capsys):
+    # Outside a kernel: on stderr, the terminal's, never on stdout (what a page prints).
     monkeypatch.setenv("EIGPREC_PROGRESS", "text")
     assert list(progress(range(5), desc="count")) == [0, 1, 2, 3, 4]
-    out = capsys.readouterr().out
-    assert "count" in out and "5/5" in out
+    captured = capsys.readouterr()
+    assert "count" in captured.err and "5/5" in captured.err
+    assert captured.out == ""
+
+
+def test_progress_off(monkeypatch, capsys):
+    monkeypatch.setenv("EIGPREC_PROGRESS", "off")
+    assert list(progress(range(3), desc="quiet")) == [0, 1, 2]
+    assert capsys.readouterr() == ("", "")
+
+
+def test_progress_never_lands_in_an_executed_cell(monkeypatch):
+    # As the book build runs a chapter (EIGPREC_PROGRESS=text, nbclient, ipykernel, which
+    # captures sys.stdout, sys.stderr and the process's file descriptors 1 and 2 into
+    # the cell's output): the bar must not be in the stored outputs (issue 23.4).
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("EIGPREC_PROGRESS", "text")
+    code = (
+        "from eigprec.book import progress\n"
+        "total = sum(progress(range(4), desc='bar-in-page', mininterval=0))\n"
+        "print('total', total)"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = json.dumps(nb.cells[0].outputs)
+    assert "total 6" in outputs  # the cell ran and its print is kept
+    assert "bar-in-page" not in outputs and "it/s" not in outputs, outputs
 
 
 def test_load_record(tmp_path, monkeypatch):

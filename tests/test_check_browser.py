@@ -3,12 +3,16 @@
 One headless Chromium session loads a small fixture site: clean pages (a loaded
 image, math typeset by the bundled offline MathJax, dollar signs in code and prose)
 and one page per fault (a missing image, raw $…$, raw \\(…\\), an untypeset .math
-element, a console error, an uncaught exception, a script from a CDN).
+element, a console error, an uncaught exception, a script from a CDN), and one per
+accessibility fault axe-core grades serious or worse (an image without alt text, faint
+text, text unreadable in the dark theme only).
 
 Layout: pages shaped like the theme's (an ``article.bd-article`` column 560 px wide
-at 1280 px, MyST-NB's cell markup) that keep within the limits, hidden cells
-included, and one page per broken limit: a wide table in a scrolling wrapper, a
-clipped display formula, a wide figure, four wide code blocks, 151 lines of code.
+at 1280 px, 350 px at 390 px, MyST-NB's cell markup) that keep within the limits at
+both widths, hidden cells included, and one page per broken limit: a wide table in a
+scrolling wrapper, a clipped display formula, a wide figure, four wide code blocks, 151
+lines of code at the desktop width; a table, a printed output, a provenance box and a
+page that fit the desktop but not the phone.
 """
 
 import base64
@@ -41,8 +45,14 @@ def _mathjax_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+
+
 def _page(body: str, head: str = "") -> str:
-    return f"<!DOCTYPE html><html><head><title>t</title>{head}</head><body>{body}</body></html>"
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><title>t</title>{VIEWPORT}{head}</head>'
+        f"<body>{body}</body></html>"
+    )
 
 
 MATHJAX = '<script defer src="mathjax/tex-chtml.js"></script>'
@@ -65,18 +75,27 @@ PAGES = {
     "console_error.html": _page('<script>console.error("chapter widget broke")</script>'),
     "exception.html": _page("<script>undefinedFunction()</script>"),
     "cdn.html": _page('<script src="https://cdn.example.org/lib.js"></script><p>x</p>'),
+    # Accessibility (axe-core): critical, serious, and serious in the dark theme only.
+    "axe_alt.html": _page('<main><img src="pic.png"></main>'),
+    "axe_faint.html": _page('<main><p style="color:#bbb;background:#fff">faint</p></main>'),
+    "axe_dark.html": _page(
+        '<style>html[data-theme="dark"] p{color:#333;background:#111}</style>'
+        "<main><p>dark only</p></main>"
+    ),
 }
 
 # The theme's layout in miniature: a centred column (560 px of content at 1280 px,
 # 350 px on a 390 px phone), code that scrolls in its own box, display math in a
-# clipping flex row, tables in a scrolling wrapper.
+# clipping flex row, tables in a scrolling wrapper; what scrolls can take the keyboard's
+# focus (tabindex="0", which the theme's script adds), as axe-core asks.
 THEME = (
-    '<meta name="viewport" content="width=device-width, initial-scale=1">'
     "<style>body{margin:0} article.bd-article{box-sizing:border-box;width:600px;"
     "max-width:100%;margin:0 auto;padding:0 20px} pre{overflow-x:auto;margin:0}"
     "div.math{display:flex;overflow:hidden;max-width:100%}"
     "div.math mjx-container{flex-grow:1;overflow:auto}"
-    ".scroll{overflow-x:auto} td{padding:0}</style>"
+    ".scroll{overflow-x:auto} td{padding:0}"
+    # As the book's stylesheet does on a phone: code and printed output wrap (at spaces).
+    "@media (max-width:600px){pre{white-space:pre-wrap}}</style>"
 )
 
 
@@ -91,7 +110,7 @@ def _code(lines: int, start: int = 0) -> str:
 def _cell(code: str, output: str = "", hidden: bool = False) -> str:
     source = (
         '<div class="cell_input docutils container"><div class="highlight-ipython3 notranslate">'
-        f'<div class="highlight"><pre>{code}</pre></div></div></div>'
+        f'<div class="highlight"><pre tabindex="0">{code}</pre></div></div></div>'
     )
     if hidden:  # MyST-NB's hide-input toggle
         source = f'<details class="hide above-input"><summary>Show code</summary>{source}</details>'
@@ -103,14 +122,14 @@ def _cell(code: str, output: str = "", hidden: bool = False) -> str:
 def _listing(code: str) -> str:  # show_source output: a highlighted Markdown block
     return (
         '<div class="highlight-python notranslate">'
-        f'<div class="highlight"><pre>{code}</pre></div></div>'
+        f'<div class="highlight"><pre tabindex="0">{code}</pre></div></div>'
     )
 
 
 def _stream(text: str) -> str:  # printed output
     return (
         '<div class="output stream highlight-myst-ansi notranslate">'
-        f'<div class="highlight"><pre>{text}</pre></div></div>'
+        f'<div class="highlight"><pre tabindex="0">{text}</pre></div></div>'
     )
 
 
@@ -118,23 +137,28 @@ def _table(width_px: int) -> str:
     span = f'<span style="display:inline-block;width:{width_px // 4}px">'
     cells = "".join(f"<td>{span}c{i}</span></td>" for i in range(4))
     table = f'<table style="border-collapse:collapse"><tr>{cells}</tr></table>'
-    return f'<div class="scroll">{table}</div>'
+    return f'<div class="scroll" tabindex="0">{table}</div>'
 
 
+PROVENANCE = (
+    '<details class="eigprec-provenance"><summary>Provenance: executed on CPU</summary>'
+    '<table><tr><th>Versions</th><td><span style="display:inline-block;width:{width}px">'
+    "torch</span></td></tr></table></details>"
+)
 LONG = "y = " + " + ".join(f"coefficient_{i}" for i in range(30))
 WIDE_TEX = " + ".join(f"a_{{{i}}} b_{{{i}}}" for i in range(60))
 
 LAYOUT_PAGES = {
     # At the limits: 149 + 1 visible code lines in cells (and a 50-line listing), 3 wide
     # code blocks (printed output), a hidden cell (40 lines and a wide line) that must
-    # not count, a narrow table, formula and figure, and a 500 px table that fits at
-    # 1280 px but not on a phone.
+    # not count, a narrow table, formula and figure, and a provenance box (closed) that
+    # fits. On a phone the printed lines wrap.
     "chapter_ok.html": _chapter(
         _cell(_code(149), _listing(_code(50, 200)) + _stream(_code(30)))
         + _cell(_code(40) + "\n" + LONG, hidden=True)
         + _cell("print(row)", "".join(_stream(LONG) for _ in range(3)))
         + _table(200)
-        + _table(500)
+        + PROVENANCE.format(width=200)
         + '<div class="math notranslate nohighlight">\\[\\sum_i a_i b_i\\]</div>'
         + '<figure><img src="pic.png" alt="small" style="width:300px"></figure>',
         math=True,
@@ -148,9 +172,20 @@ LAYOUT_PAGES = {
     "many_lines.html": _chapter(_cell(_code(100)) + _cell(_code(51, 100), _listing(_code(9)))),
     # Not a chapter (no notebook cells): code is not budgeted there.
     "prose.html": _chapter(_listing(_code(200)) + "".join(_listing(LONG) for _ in range(4))),
+    # Fit the desktop, not the phone: a 500 px table, a printed line with no space to
+    # wrap at (60 digits, about 480 px), a provenance box holding a 450 px cell, and a
+    # 600 px banner that widens the page.
+    "phone_table.html": _chapter(_cell("t") + _table(500)),
+    "phone_output.html": _chapter(_cell("print(x)", _stream("0123456789" * 6))),
+    "phone_provenance.html": _chapter(_cell("p") + PROVENANCE.format(width=450)),
+    "phone_page.html": _page(
+        f'<div style="width:600px">banner</div><article class="bd-article">{_cell("b")}</article>',
+        THEME,
+    ),
 }
 PAGES.update(LAYOUT_PAGES)
 
+WIDE = "tables/formulas/figures/provenance boxes"
 EXPECTED = {
     "broken_image.html": "image did not load: missing.png",
     "raw_dollar.html": "raw math in the visible text",
@@ -159,11 +194,18 @@ EXPECTED = {
     "console_error.html": "console error: chapter widget broke",
     "exception.html": "uncaught exception: ReferenceError",
     "cdn.html": "fetches from the network: https://cdn.example.org/lib.js",
-    "wide_table.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
-    "wide_formula.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
-    "wide_figure.html": "1 tables/formulas/figures wider than the 560 px column at 1280 px",
+    "wide_table.html": f"1 {WIDE} wider than the 560 px column at 1280 px",
+    "wide_formula.html": f"1 {WIDE} wider than the 560 px column at 1280 px",
+    "wide_figure.html": f"1 {WIDE} wider than the 560 px column at 1280 px",
     "wide_code.html": "4 code blocks wider than the 560 px column at 1280 px (at most 3)",
     "many_lines.html": "151 visible code lines in cells (at most 150; 151 in cells, 9 in",
+    "phone_table.html": f"1 {WIDE} wider than the 350 px column at 390 px (at most 0)",
+    "phone_output.html": "1 code blocks wider than the 350 px column at 390 px (at most 0)",
+    "phone_provenance.html": f"2 {WIDE} wider than the 350 px column at 390 px (at most 0)",
+    "phone_page.html": "the page is 600 px wide on a 390 px screen",
+    "axe_alt.html": "accessibility (critical, image-alt): Images must have alternative text",
+    "axe_faint.html": "accessibility (serious, color-contrast): Elements must meet minimum",
+    "axe_dark.html": "accessibility (serious, color-contrast) in the dark theme: Elements",
 }
 
 
@@ -241,9 +283,30 @@ def test_layout_figures_at_both_widths(reports):
     assert desktop["code_blocks"]["hidden"] == 1
     for kind, count in (("tables", 2), ("formulas", 1), ("figures", 1)):
         assert desktop[kind]["count"] == count and desktop[kind]["wide"] == []
-    # The 500 px table only fails to fit the phone, and the phone is only reported.
-    assert [t["width_px"] for t in phone["tables"]["wide"]] == [500]
+    assert (desktop["provenance"]["count"], desktop["provenance"]["wide"]) == (1, [])
+    # On the phone the printed lines wrap, and nothing is wider than the column.
+    for kind in ("tables", "formulas", "figures", "provenance", "code_blocks"):
+        assert phone[kind]["wide"] == [], kind
+    assert phone["page_px"] == 390
     assert reports["chapter_ok.html"].problems == []
+
+
+def test_phone_only_faults_fit_the_desktop(reports):
+    for page in ("phone_table.html", "phone_output.html", "phone_provenance.html"):
+        assert not any("1280 px" in p for p in reports[page].problems), page
+    (box,) = reports["phone_provenance.html"].layout["390"]["provenance"]["wide"]
+    assert box["text"].startswith("Provenance: executed on CPU")
+    assert any(p.startswith("  provenance ") for p in reports["phone_provenance.html"].problems)
+
+
+def test_axe_grades_and_what_fails(reports):
+    # Content outside landmarks is a moderate finding: reported, not failing.
+    math_ok = reports["math_ok.html"]
+    assert {v["id"]: v["impact"] for v in math_ok.axe}.get("region") == "moderate"
+    assert math_ok.problems == []
+    dark = reports["axe_dark.html"].axe
+    assert [v["id"] for v in dark if v["dark"]] == ["color-contrast"]
+    assert not any(v["id"] == "color-contrast" for v in dark if not v["dark"])
 
 
 @pytest.mark.parametrize(
@@ -276,6 +339,15 @@ def test_layout_problems_rules():
     budget = page_layout.LayoutBudget()
     assert page_layout.layout_problems(seen(0, 3, 150), budget, chapter=True) == []
     assert len(page_layout.layout_problems(seen(1), budget, chapter=False)) == 2  # + the item
+    # On the phone: code blocks count on every page, none may be wide by default, and
+    # the code-line budget does not apply.
+    phone = {**seen(0, 1, 999), "viewport_px": 390, "column_px": 358, "page_px": 390}
+    assert page_layout.layout_problems(phone, budget, chapter=False, phone=True) == [
+        "1 code blocks wider than the 358 px column at 390 px (at most 0)",
+        "  40 px too wide: 'x'",
+    ]
+    loose = page_layout.LayoutBudget(phone_max_wide_code=1)
+    assert page_layout.layout_problems(phone, loose, chapter=True, phone=True) == []
     assert page_layout.layout_problems(seen(0, 9, 999), budget, chapter=False) == []
     assert page_layout.layout_problems(seen(0, 0, 151), budget, chapter=True) == [
         "151 visible code lines in cells (at most 150; 151 in cells, 7 in listings)"
@@ -336,8 +408,9 @@ def test_main_prints_and_writes_layout(tmp_path, capsys):
     argv = [str(site), "--json", str(summary), "--phone-width", "400"]
     assert check_browser.main(argv) == 1
     out = capsys.readouterr().out
-    assert "chapter layout (enforced) @1280px column=560px" in out
-    assert "chapter layout (reported) @400px column=360px" in out
+    assert "chapter layout (desktop) @1280px column=560px" in out
+    assert "chapter layout (phone) @400px column=360px" in out
+    assert "axe 4.14.1: rules violated critical 0 serious 0" in out
     (page,) = json.loads(summary.read_text())
     assert page["layout"]["1280"]["code_lines"] == 151 and page["chapter"]
     assert check_browser.main([*argv, "--max-code-lines", "151"]) == 0

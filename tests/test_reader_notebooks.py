@@ -234,3 +234,69 @@ def test_a_visible_cell_that_only_writes_into_an_object_needs_only_the_object(tm
     nb = _generate(book)
     kept = [c["source"] for c in nb["cells"] if c["source"].startswith("#@title Definitions")]
     assert kept == ["#@title Definitions the next cells use (hidden on the page)\nshown = {}"]
+
+
+EXERCISES = [
+    "# Title\n\n:::{admonition} Key results\n:class: tip\nWe ran {glue:text}`n` trials.\n:::",
+    ":::{exercise} Your own model\n:label: ex-page-own\nRun {py:func}`eigprec.kth_eigvalsh` "
+    "on a {term}`TF32` model of yours.\n:::\n\n"
+    "::::{solution} ex-page-own\n:class: dropdown\nUse {glue:text}`n` seeds.\n::::",
+    "```{exercise-start} Gated\n:label: ex-page-gated\n```",
+    "Try it with $x^2$.",
+    "```{exercise-end}\n```",
+    "```{solution-start} ex-page-gated\n:class: dropdown\n```",
+    "The code below answers it.",
+    "```{solution-end}\n```",
+    "See {ref}`ex-page-own`.",
+]
+
+
+def test_exercises_and_solutions_become_colab_markdown(tmp_path):
+    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, EXERCISES)
+    nb = _generate(book)
+    md = [c["source"] for c in nb["cells"] if c["cell_type"] == "markdown"]
+    text = "\n".join(md)
+    assert MYST.search(text) is None, MYST.search(text)
+    assert "exercise" not in re.sub(r"Exercise|ex-page", "", text).lower()
+    assert "> **Key results**\n>\n> We ran 3 trials." in text
+    assert (
+        '<a id="ex-page-own"></a>\n> **Exercise 1 (Your own model)**\n>\n> Run '
+        "`eigprec.kth_eigvalsh` on a TF32 model of yours." in text
+    )
+    # A directive solution with :class: dropdown: collapsed, as on the page.
+    assert (
+        "<details>\n<summary><b>Solution to Exercise 1 (Your own model)</b></summary>\n\n"
+        "Use 3 seeds.\n\n</details>" in text
+    )
+    # The gated form: the exercise's cells between start and end, the solution as a
+    # section (Colab folds a heading's cells) whose code cells follow.
+    assert '<a id="ex-page-gated"></a>\n**Exercise 2 (Gated)**' in md
+    assert "Try it with $x^2$." in md
+    assert "#### Solution to Exercise 2 (Gated)" in md
+    assert "" not in md  # the end markers leave no empty cell
+    assert (
+        "[Exercise 1 (Your own model)](https://org.github.io/repo/book/page.html#ex-page-own)"
+        in text
+    )
+
+
+def test_a_solution_to_an_unknown_exercise_is_an_error(tmp_path):
+    prose = ["::::{solution} ex-nowhere\n:class: dropdown\nx\n::::"]
+    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
+    with pytest.raises(GenerationError, match="solution to an unknown exercise 'ex-nowhere'"):
+        _generate(book)
+
+
+def test_terms_link_to_the_glossary_page(tmp_path):
+    prose = ["# Title\n\nSee {term}`TF32` and {term}`the floor <eigenvalue floor>`."]
+    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
+    (book / "book" / "glossary.md").write_text(
+        "# Glossary\n\n```{glossary}\nTF32\n  A format.\n\neigenvalue floor\n  A floor.\n```\n"
+    )
+    (book / "_toc.yml").write_text(
+        "root: book/intro\nchapters:\n  - file: book/page\n  - file: book/glossary\n"
+    )
+    md = "\n".join(c["source"] for c in _generate(book)["cells"] if c["cell_type"] == "markdown")
+    glossary = "https://org.github.io/repo/book/glossary.html"
+    assert f"See [TF32]({glossary}#term-TF32) and " in md
+    assert f"[the floor]({glossary}#term-eigenvalue-floor)." in md

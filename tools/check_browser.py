@@ -10,15 +10,23 @@ other host, so the check also proves the site works offline. A page fails on:
 - math left unrendered: a ``.math`` element MathJax did not typeset, or raw
   ``$…$``, ``$$``, ``\\(`` or ``\\[`` in the visible text outside code.
 
+- an accessibility violation of impact serious or critical found by axe-core (vendored
+  in ``tools/axe-core``; light theme, and the dark theme's colour contrast):
+  ``page_axe.py`` says which rules run.
+
 A full-page screenshot of each page is saved (``--screenshots``) and a summary per
-page (images, figures, rendered formulas) is printed and written as JSON.
+page (images, figures, rendered formulas, accessibility) is printed and written as JSON.
 
-Layout: every page is measured again at 1280 px (enforced) and 390 px (reported):
-tables, display formulas, figures and code blocks wider than the article column, and,
-on chapters, the lines of code in view. ``page_layout.py`` says exactly what counts.
+Layout: every page is measured again at 1280 px and at 390 px, both enforced: tables,
+display formulas, figures, the provenance box and code blocks wider than the article
+column, a page wider than a phone's screen, and, on chapters, the lines of code in
+view. ``page_layout.py`` says exactly what counts.
 
-Chromium is driven over the DevTools protocol (``websocket-client``); no browser is
-downloaded. Where Chromium is not installed the check is skipped, saying so.
+Chromium is driven over the DevTools protocol (``websocket-client``,
+``browser_driver.py``); no browser is downloaded. Where Chromium is not installed the
+check is skipped, saying so. (Playwright for Python drives the same Debian Chromium
+offline, but its wheel is 53 MB, 165 MB installed with its own Node.js, for what a
+160-line driver does here; axe-core runs in the page either way.)
 
 Usage: ``python tools/check_browser.py _build/html --screenshots _build/screenshots
 --chapters tf32,clarke,degeneracy``
@@ -28,46 +36,30 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
-import functools
-import http.server
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from browser_driver import (
+    CHROMIUM_CANDIDATES,
+    PAGE_TIMEOUT_S,
+    DevTools,
+    chromium,
+    find_chromium,
+    serve,
+)
+from page_axe import IMPACTS, axe_problems, axe_summary, run_axe
 from page_layout import SETTLE_JS, LayoutBudget, layout_problems, layout_summary, measure_layout
 
-CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--window-size=1280,1000",
-    # Any host name fails to resolve, so nothing but the loopback server is reachable.
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-)
 SCREENSHOT_MAX_HEIGHT = 6000
 DESKTOP_WIDTH, PHONE_WIDTH = 1280, 390
 # Pages of the theme, not of the book: no layout of ours to measure.
 NOT_MEASURED = {"search.html", "genindex.html", "py-modindex.html"}
-PAGE_TIMEOUT_S = 30.0
 
 # Raw TeX a reader would see if MathJax did not run: $…$ (not a lone dollar amount),
 # $$, \( and \[ , and \begin{…}.
@@ -127,23 +119,13 @@ class PageReport:
     chapter: bool = False
     # Layout figures per viewport width ("1280", "390"), as page_layout.LAYOUT_JS reports.
     layout: dict[str, dict] = field(default_factory=dict)
+    # axe-core's violated rules (page_axe.run_axe), light and dark theme; None: not run.
+    axe: list[dict] | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def find_chromium() -> str | None:
-    """Path of a Chromium (or Chrome) executable, honouring ``$CHROMIUM``."""
-    explicit = os.environ.get("CHROMIUM")
-    if explicit:
-        return shutil.which(explicit)
-    for name in CHROMIUM_CANDIDATES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def site_pages(site: Path) -> list[str]:
@@ -155,116 +137,6 @@ def site_pages(site: Path) -> list[str]:
             continue
         pages.append(rel)
     return pages
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def serve(site: Path) -> Iterator[str]:
-    """Serve ``site`` on 127.0.0.1 (a free port) for the duration of the block."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class DevTools:
-    """A minimal synchronous DevTools-protocol client for one page target."""
-
-    def __init__(self, ws_url: str) -> None:
-        import websocket  # websocket-client; imported here so --help works without it
-
-        self._ws = websocket.create_connection(ws_url, timeout=PAGE_TIMEOUT_S, suppress_origin=True)
-        self._next_id = 0
-        self.events: list[dict] = []
-
-    def close(self) -> None:
-        self._ws.close()
-
-    def call(self, method: str, **params: object) -> dict:
-        self._next_id += 1
-        msg_id = self._next_id
-        self._ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
-        self._ws.settimeout(PAGE_TIMEOUT_S)  # wait_for may have left a short one
-        while True:
-            msg = json.loads(self._ws.recv())
-            if msg.get("id") == msg_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method} failed: {msg['error']}")
-                return msg.get("result", {})
-            if "method" in msg:
-                self.events.append(msg)
-
-    def wait_for(self, method: str, timeout: float) -> bool:
-        """Collect events until ``method`` arrives (True) or ``timeout`` passes (False)."""
-        if any(e["method"] == method for e in self.events):
-            return True
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            self._ws.settimeout(left)
-            try:
-                msg = json.loads(self._ws.recv())
-            except Exception:  # websocket timeout
-                return False
-            if "method" in msg:
-                self.events.append(msg)
-                if msg["method"] == method:
-                    return True
-        return False
-
-    def drain(self, seconds: float) -> None:
-        self.wait_for("__never__", seconds)
-
-
-@contextlib.contextmanager
-def chromium(executable: str) -> Iterator[DevTools]:
-    """Start headless Chromium and connect to its first page."""
-    profile = tempfile.mkdtemp(prefix="eigprec-chromium-")
-    proc = subprocess.Popen(
-        [
-            executable,
-            *CHROMIUM_FLAGS,
-            "--remote-debugging-port=0",
-            f"--user-data-dir={profile}",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = None
-    try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{executable} did not start (exit code {proc.poll()})")
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:
-            targets = json.load(resp)
-        page = next(t for t in targets if t.get("type") == "page")
-        client = DevTools(page["webSocketDebuggerUrl"])
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            client.call(f"{domain}.enable")
-        yield client
-    finally:
-        if client is not None:
-            client.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _console_problems(events: list[dict], base_url: str) -> list[str]:
@@ -315,8 +187,13 @@ def redirect_target(site: Path, page: str) -> str | None:
     return (Path(page).parent / match.group(1).split("#")[0]).as_posix()
 
 
-def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -> PageReport:
-    """Load one page, wait for it to settle and report what a reader would see."""
+def check_page(
+    client: DevTools, base_url: str, page: str, shots: Path | None, axe_fail: str | None = None
+) -> PageReport:
+    """Load one page, wait for it to settle and report what a reader would see.
+
+    ``axe_fail``: the least axe-core impact that fails the page (``None``: no axe run).
+    """
     report = PageReport(page=page)
     client.events.clear()
     client.call("Page.navigate", url=base_url + page)
@@ -343,6 +220,13 @@ def check_page(client: DevTools, base_url: str, page: str, shots: Path | None) -
     for match in RAW_MATH.finditer(seen["text"]):
         context = seen["text"][max(0, match.start() - 30) : match.end() + 30].replace("\n", " ")
         report.problems.append(f"raw math in the visible text: …{context}…")
+    if axe_fail is not None:
+        try:
+            report.axe = run_axe(client) + run_axe(client, dark=True)
+        except RuntimeError as exc:
+            report.problems.append(str(exc))
+        else:
+            report.problems += axe_problems(report.axe, axe_fail)
     if shots is not None:
         height = min(max(seen["height"], 600), SCREENSHOT_MAX_HEIGHT)
         # Make the viewport as tall as the page rather than capturing beyond it: with
@@ -380,7 +264,8 @@ def check_layout(
     budget: LayoutBudget,
     chapters: set[str] | None,
 ) -> None:
-    """Measure ``report``'s page at each width; the first width's figures are enforced."""
+    """Measure ``report``'s page at each width: the first is the desktop's, the others
+    a phone's (``page_layout.layout_problems`` says what each enforces)."""
     for i, width in enumerate(widths):
         try:
             seen = measure_layout(client, base_url + report.page, width, PAGE_TIMEOUT_S)
@@ -390,8 +275,7 @@ def check_layout(
         seen["code_lines"] = budget.code_lines(seen)
         report.layout[str(width)] = seen
         report.chapter = is_chapter(report.page, seen, chapters)
-        if i == 0:
-            report.problems += layout_problems(seen, budget, report.chapter)
+        report.problems += layout_problems(seen, budget, report.chapter, phone=i > 0)
 
 
 SEARCH_JS = r"""
@@ -440,13 +324,15 @@ def check_site(
     widths: tuple[int, ...] = (DESKTOP_WIDTH, PHONE_WIDTH),
     budget: LayoutBudget | None = None,
     chapters: set[str] | None = None,
+    axe_fail: str | None = "serious",
 ) -> list[PageReport]:
     """Check every page of ``site`` (and its search); returns one report per page.
 
-    Each page's layout is measured at every width in ``widths``; the limits of
-    ``budget`` hold at the first width only (none are enforced if ``widths`` is empty).
-    ``chapters`` names the chapter pages by file stem (``None``: pages with notebook
-    cells).
+    Each page's layout is measured at every width in ``widths``; the first is held to
+    ``budget``'s desktop limits, the others to its phone limits (none are enforced if
+    ``widths`` is empty). ``chapters`` names the chapter pages by file stem (``None``:
+    pages with notebook cells). ``axe_fail`` is the least axe-core impact that fails a
+    page (``None``: axe-core is not run).
     """
     budget = LayoutBudget() if budget is None else budget
     pages = site_pages(site)
@@ -461,7 +347,7 @@ def check_site(
         for page in pages:
             target = redirect_target(site, page)
             if target is None:
-                report = check_page(client, base_url, page, shots)
+                report = check_page(client, base_url, page, shots, axe_fail)
                 if Path(page).name not in NOT_MEASURED:
                     check_layout(client, base_url, report, widths, budget, chapters)
                 reports.append(report)
@@ -512,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "--desktop-width", type=_width, default=DESKTOP_WIDTH, help="enforced viewport (px)"
     )
     layout.add_argument(
-        "--phone-width", type=_width, default=PHONE_WIDTH, help="reported viewport (px); 0: none"
+        "--phone-width", type=_width, default=PHONE_WIDTH, help="enforced viewport (px); 0: none"
     )
     layout.add_argument(
         "--chapters",
@@ -525,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         ("max_wide", "tables, display formulas and figures wider than the column, per page"),
         ("max_wide_code", "code blocks wider than the column, per chapter"),
         ("max_code_lines", "visible code lines per chapter"),
+        ("phone_max_wide", "tables, formulas, figures, provenance boxes too wide on the phone"),
+        ("phone_max_wide_code", "code blocks and printed outputs too wide on the phone"),
     ):
         layout.add_argument(
             "--" + name.replace("_", "-"),
@@ -537,13 +425,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count highlighted listings (show_source output) as code lines, besides cells",
     )
+    parser.add_argument(
+        "--axe-fail",
+        choices=(*IMPACTS, "off"),
+        default="serious",
+        help="the least axe-core impact that fails a page (default serious); off: no axe",
+    )
     args = parser.parse_args(argv)
     if args.desktop_width == 0:
         parser.error("--desktop-width must be a positive number of pixels")
     if args.phone_width == args.desktop_width:
         parser.error("--phone-width must differ from --desktop-width")
     budget = LayoutBudget(
-        args.max_wide, args.max_wide_code, args.max_code_lines, args.count_listings
+        args.max_wide,
+        args.max_wide_code,
+        args.max_code_lines,
+        args.count_listings,
+        args.phone_max_wide,
+        args.phone_max_wide_code,
     )
     widths = (args.desktop_width,) + ((args.phone_width,) if args.phone_width else ())
     executable = find_chromium()
@@ -565,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         widths=widths,
         budget=budget,
         chapters=args.chapters,
+        axe_fail=None if args.axe_fail == "off" else args.axe_fail,
     )
     for r in reports:
         status = "ok  " if r.ok else "FAIL"
@@ -573,9 +473,11 @@ def main(argv: list[str] | None = None) -> int:
             f"formulas={r.formulas:<4} {r.title}"
         )
         for width, seen in r.layout.items():
-            role = "enforced" if width == str(widths[0]) else "reported"
+            role = "desktop" if width == str(widths[0]) else "phone"
             kind = "chapter" if r.chapter else "page"
             print(f"       {kind} layout ({role}) {layout_summary(seen)}")
+        if r.axe is not None:
+            print(f"       {axe_summary(r.axe)}")
         for problem in r.problems:
             print(f"       - {problem}")
     if args.json:

@@ -1,14 +1,16 @@
 """What a page's layout asks of a reader: elements wider than the article column, and
 how much code is on show. Used by ``check_browser.py``.
 
-Every page is measured again at a desktop width (``--desktop-width``, 1280 px,
-enforced) and a phone width (``--phone-width``, 390 px, reported only), against the
-article column: the content box of ``article.bd-article`` (the theme's main column;
-``main`` or ``body`` where there is none). Only what a reader sees without clicking is
-measured: an element inside a closed ``<details>`` (MyST-NB's ``hide-input``,
-``hide-output`` and ``hide-cell`` toggles) or with no box is skipped; ``remove-*``
-cells are not in the HTML at all. An element is *wider than the column* when any part
-of it would be out of a reader's sight at load:
+Every page is measured at a desktop width (``--desktop-width``, 1280 px) and again at a
+phone width (``--phone-width``, 390 px), both enforced, against the article column: the
+content box of ``article.bd-article`` (the theme's main column; ``main`` or ``body``
+where there is none). Only what a reader sees without clicking is measured: an element
+inside a closed ``<details>`` (MyST-NB's ``hide-input``, ``hide-output`` and
+``hide-cell`` toggles) or with no box is skipped; ``remove-*`` cells are not in the
+HTML at all. The provenance box (``details.eigprec-provenance``) is the exception: it
+is opened before measuring, since a reader opens it to read it, and measured as a
+kind of its own besides its table. An element is *wider than the column* when any
+part of it would be out of a reader's sight at load:
 
 - its border box reaches past the column's content box (more than 1 px) on either
   side, even where a scrolling wrapper such as the theme's
@@ -20,8 +22,8 @@ of it would be out of a reader's sight at load:
 
 Measured: top-level ``table`` elements (not a code block's line-number table);
 display formulas (MathJax's ``mjx-container[display="true"]``); figures (``figure``,
-and ``img`` outside a figure); code blocks (every ``pre``: cell inputs, highlighted
-listings and plain-text outputs).
+and ``img`` outside a figure); the provenance box; code blocks (every ``pre``: cell
+inputs, highlighted listings and plain-text outputs).
 
 *Visible code lines* are the lines, from first to last non-blank, of the visible
 ``pre`` blocks in cell inputs (``div.cell_input``). Highlighted listings are reported
@@ -32,13 +34,20 @@ beside them and count too with ``--count-listings``: a ``pre`` in Pygments marku
 output, not code. The theme's own pages (search, general index, module index) are
 not measured.
 
-On a chapter (a page with MyST-NB's ``div.cell`` markup, or those named by
-``--chapters``) the desktop width fails the page where any table, display formula or
-figure is wider than the column (``--max-wide``, 0), where more than ``--max-wide-code``
-(3) code blocks are, or where more than ``--max-code-lines`` (150) code lines are
-visible. Other pages (introduction, API, references) are held to the table, formula
-and figure rule only. The phone width's figures are printed and written to the JSON
-summary, never failing a page.
+At the desktop width, on a chapter (a page with MyST-NB's ``div.cell`` markup, or
+those named by ``--chapters``) a page fails where any table, display formula, figure
+or provenance box is wider than the column (``--max-wide``, 0), where more than
+``--max-wide-code`` (3) code blocks are, or where more than ``--max-code-lines`` (150)
+code lines are visible. Other pages (introduction, API, references) are held to the
+table, formula, figure and provenance rule only.
+
+At the phone width every page fails where the page itself is wider than the screen
+(the reader would pan the whole page sideways), where any table, display formula,
+figure or provenance box is wider than the column (``--phone-max-wide``, 0), or where
+any code block is, be it a cell's input, a listing or a printed output
+(``--phone-max-wide-code``, 0): the book's stylesheet wraps code and printed output
+there, so one that is still wider holds a word longer than a phone's line. The
+code-line budget is a desktop rule only.
 
 ``LAYOUT_JS`` runs in the page (after MathJax and the images have settled) and returns
 the raw figures; :func:`layout_problems` turns them into the problems that fail a page."""
@@ -88,6 +97,9 @@ LAYOUT_JS = (
     return el.getClientRects().length > 0;
   };
   const all = (sel) => [...article.querySelectorAll(sel)];
+  // A reader opens the provenance box to read it: measure it open.
+  all("details.eigprec-provenance").forEach((d) => { d.open = true; });
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   const describe = (el) => {
     const text = el.tagName === "IMG" ? (el.getAttribute("alt") || el.getAttribute("src"))
       : el.textContent;
@@ -155,6 +167,7 @@ LAYOUT_JS = (
     tables: measure(tables),
     formulas: measure(formulas),
     figures: measure(figures),
+    provenance: measure(all("details.eigprec-provenance")),
     code_blocks: measure(pres),
     input_lines: code.input,
     listing_lines: code.listing,
@@ -202,6 +215,16 @@ def measure_layout(client: Any, url: str, width: int, timeout: float) -> dict:
     return {"viewport_px": width, **result["result"]["value"]}
 
 
+INT_LIMITS = (
+    "max_wide",
+    "max_wide_code",
+    "max_code_lines",
+    "phone_max_wide",
+    "phone_max_wide_code",
+)
+WIDE_KINDS = ("tables", "formulas", "figures", "provenance")
+
+
 @dataclass(frozen=True)
 class LayoutBudget:
     """What a page may ask of a reader at the enforced width.
@@ -212,15 +235,21 @@ class LayoutBudget:
         max_code_lines: visible code lines per chapter.
         count_listings: whether highlighted listings outside cell inputs (``show_source``
             output, fenced blocks) count towards ``max_code_lines``, besides cell inputs.
+        phone_max_wide: tables, display formulas, figures and provenance boxes wider
+            than the column at the phone width, per page.
+        phone_max_wide_code: code blocks (inputs, listings, printed outputs) wider than
+            the column at the phone width, per page.
     """
 
     max_wide: int = 0
     max_wide_code: int = 3
     max_code_lines: int = 150
     count_listings: bool = False
+    phone_max_wide: int = 0
+    phone_max_wide_code: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("max_wide", "max_wide_code", "max_code_lines"):
+        for name in INT_LIMITS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -237,43 +266,63 @@ class LayoutBudget:
 
 
 def _wide_items(seen: dict) -> list[tuple[str, dict]]:
-    return [
-        (kind, item) for kind in ("tables", "formulas", "figures") for item in seen[kind]["wide"]
-    ]
+    # "provenance" is missing from figures measured before the box was a kind.
+    return [(kind, item) for kind in WIDE_KINDS for item in seen.get(kind, {"wide": []})["wide"]]
 
 
-def layout_problems(seen: dict, budget: LayoutBudget, chapter: bool) -> list[str]:
+def layout_problems(
+    seen: dict, budget: LayoutBudget, chapter: bool, phone: bool = False
+) -> list[str]:
     """The problems a page's measured layout (``LAYOUT_JS``'s result) fails on.
 
     Args:
         seen: the figures ``LAYOUT_JS`` returned for one page at one width.
         budget: the limits.
-        chapter: whether the code-block and code-line limits apply (chapters only).
+        chapter: whether the code-block and code-line limits apply (chapters only; at
+            the phone width the code-block limit holds on every page).
+        phone: whether ``seen`` was measured at the phone width (the ``phone_*``
+            limits, and the page may not be wider than the screen).
 
     Returns:
         One message per broken limit, naming the offending elements; empty if none.
+
+    Example:
+        >>> empty = {"count": 0, "hidden": 0, "wide": []}
+        >>> seen = {"viewport_px": 390, "column_px": 358, "page_px": 500, "tables": empty,
+        ...         "formulas": empty, "figures": empty, "code_blocks": empty}
+        >>> layout_problems(seen, LayoutBudget(), chapter=False, phone=True)
+        ['the page is 500 px wide on a 390 px screen: the reader pans the whole page']
     """
     width = f"{seen['viewport_px']} px"
     problems = []
-    wide = _wide_items(seen)
-    if len(wide) > budget.max_wide:
+    if phone and seen["page_px"] > seen["viewport_px"] + TOLERANCE_PX:
         problems.append(
-            f"{len(wide)} tables/formulas/figures wider than the "
-            f"{seen['column_px']} px column at {width} (at most {budget.max_wide})"
+            f"the page is {seen['page_px']} px wide on a {width} screen: "
+            "the reader pans the whole page"
+        )
+    wide = _wide_items(seen)
+    max_wide = budget.phone_max_wide if phone else budget.max_wide
+    if len(wide) > max_wide:
+        problems.append(
+            f"{len(wide)} tables/formulas/figures/provenance boxes wider than the "
+            f"{seen['column_px']} px column at {width} (at most {max_wide})"
         )
         problems += [
-            f"  {kind[:-1]} {item['excess_px']} px too wide: {item['text']!r}"
+            f"  {kind.removesuffix('s')} {item['excess_px']} px too wide: {item['text']!r}"
             for kind, item in wide
         ]
-    if not chapter:
+    if not (chapter or phone):
         return problems
     wide_code = seen["code_blocks"]["wide"]
-    if len(wide_code) > budget.max_wide_code:
+    max_wide_code = budget.phone_max_wide_code if phone else budget.max_wide_code
+    if len(wide_code) > max_wide_code:
         problems.append(
             f"{len(wide_code)} code blocks wider than the {seen['column_px']} px column "
-            f"at {width} (at most {budget.max_wide_code})"
+            f"at {width} (at most {max_wide_code})"
         )
         problems += [f"  {item['excess_px']} px too wide: {item['text']!r}" for item in wide_code]
+    if phone or not chapter:
+        return problems
     lines = budget.code_lines(seen)
     if lines > budget.max_code_lines:
         counted = "in cells and listings" if budget.count_listings else "in cells"
@@ -293,7 +342,12 @@ def layout_summary(seen: dict) -> str:
         f"tables {len(seen['tables']['wide'])}/{seen['tables']['count']} "
         f"formulas {len(seen['formulas']['wide'])}/{seen['formulas']['count']} "
         f"figures {len(seen['figures']['wide'])}/{seen['figures']['count']} "
-        f"code {len(seen['code_blocks']['wide'])}/{seen['code_blocks']['count']}; "
+        + (
+            f"provenance {len(seen['provenance']['wide'])}/{seen['provenance']['count']} "
+            if "provenance" in seen
+            else ""
+        )
+        + f"code {len(seen['code_blocks']['wide'])}/{seen['code_blocks']['count']}; "
         f"code lines: cells {seen['input_lines']}, listings {seen['listing_lines']}, "
         f"hidden cells {seen['hidden_input_lines']}"
     )

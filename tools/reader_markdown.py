@@ -3,8 +3,10 @@
 Used by tools/reader_notebooks.py. Glue roles and directives are filled from the
 executed notebook's glue outputs, citations become "Author (year)" links with the
 reference's DOI or URL, cross-references links to the published pages, directives
-block quotes, math and code blocks. Anything else in MyST's role or directive syntax
-is a :class:`GenerationError`: the reader must never see raw MyST.
+block quotes, math and code blocks; sphinx-exercise's exercises become "Exercise N
+(title)" and their solutions a collapsed ``<details>`` or, for the gated form with
+code cells, a section headed "Solution to Exercise N". Anything else in MyST's role
+or directive syntax is a :class:`GenerationError`: the reader must never see raw MyST.
 """
 
 from __future__ import annotations
@@ -109,16 +111,19 @@ class Context:
     labels: dict[str, tuple[str, str]]  # label -> (page, title)
     titles: dict[str, str]  # page -> title
     api_page: str | None
+    glossary_page: str | None = None
     glue: dict[str, dict] = field(default_factory=dict)
     page: str = ""
     attachments: dict[str, dict] = field(default_factory=dict)
     cited: list[str] = field(default_factory=list)
+    # This page's exercises so far (sphinx-exercise): label -> "Exercise N (title)".
+    exercises: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_book(cls, root: Path, pages: list[str], config: dict, bib: dict, ref: str) -> Context:
         labels: dict[str, tuple[str, str]] = {}
         titles: dict[str, str] = {}
-        api_page = None
+        api_page = glossary_page = None
         for page in pages:
             for suffix in (".ipynb", ".md"):
                 path = root / f"{page}{suffix}"
@@ -138,6 +143,8 @@ class Context:
                 texts.append(path.read_text(encoding="utf-8"))
                 if "automodule::" in texts[-1] or "{automodule}" in texts[-1]:
                     api_page = api_page or page
+                if re.search(r"^\s*(`{3,}|:{3,})\{glossary\}", texts[-1], re.M):
+                    glossary_page = glossary_page or page
             pending = None
             for line in "\n".join(texts).splitlines():
                 target, heading = TARGET.match(line), HEADING.match(line)
@@ -148,7 +155,7 @@ class Context:
                     if pending:
                         labels[pending] = (page, heading.group(1))
                     pending = None
-                name = re.match(r"^\s*:name:\s*(\S+)", line)
+                name = re.match(r"^\s*:(?:name|label):\s*(\S+)", line)
                 if name:
                     labels.setdefault(name.group(1), (page, name.group(1)))
         return cls(
@@ -159,6 +166,7 @@ class Context:
             labels=labels,
             titles=titles,
             api_page=api_page,
+            glossary_page=glossary_page,
         )
 
     def page_url(self, page: str, anchor: str = "") -> str:
@@ -249,7 +257,12 @@ class Context:
                 )
             return f"[{title}]({self.page_url(page, label)})"
         if role == "term":
-            return shown or label
+            if self.glossary_page is None:
+                return shown or label
+            # Sphinx's anchor of a glossary term: "term-" and the term, runs of other
+            # characters than letters, digits, "." and "_" made one "-".
+            anchor = "term-" + re.sub(r"[^A-Za-z0-9._]+", "-", label).strip("-")
+            return f"[{shown or label}]({self.page_url(self.glossary_page, anchor)})"
         if role == "eq":
             return f"({label})"
         name = label.lstrip("~!.")
@@ -303,6 +316,42 @@ def _replace_roles(text: str, ctx: Context, where: str) -> str:
     )
 
 
+EXERCISE_DIRECTIVES = {
+    "exercise", "exercise-start", "exercise-end", "solution", "solution-start", "solution-end",
+}  # fmt: skip
+
+
+def _exercise(
+    name: str, args: str, options: dict[str, str], inner: list[str], ctx: Context, where: str
+) -> list[str]:
+    # sphinx-exercise's directives, numbered per page as "Exercise N (title)". The
+    # gated forms (-start/-end) wrap the cells between them: the exercise's start is a
+    # bold line, its solution's start a section heading (Colab folds a section, so a
+    # solution's code cells stay collapsed), and the end markers leave nothing.
+    if name.endswith("-end"):
+        return []
+    if name.startswith("exercise"):
+        title = _replace_roles(args.strip(), ctx, where)
+        heading = f"Exercise {len(ctx.exercises) + 1}" + (f" ({title})" if title else "")
+        label = options.get("label", "")
+        ctx.exercises[label or f"#{len(ctx.exercises)}"] = heading
+        anchor = [f'<a id="{label}"></a>'] if label else []
+        if label:
+            ctx.labels[label] = (ctx.page, heading)
+        if name == "exercise-start":
+            return [*anchor, f"**{heading}**", *inner]
+        return [*anchor, f"> **{heading}**", ">", *(f"> {x}" if x else ">" for x in inner)]
+    label = args.strip()
+    if label not in ctx.exercises:
+        raise GenerationError(f"{where}: solution to an unknown exercise {label!r}")
+    heading = f"Solution to {ctx.exercises[label]}"
+    if name == "solution-start":
+        return [f"#### {heading}", *inner]
+    if "dropdown" in options.get("class", "").split():
+        return ["<details>", f"<summary><b>{heading}</b></summary>", "", *inner, "", "</details>"]
+    return [f"> **{heading}**", ">", *(f"> {x}" if x else ">" for x in inner)]
+
+
 def _directive(name: str, args: str, body: list[str], ctx: Context, where: str) -> list[str]:
     options: dict[str, str] = {}
     while body and re.match(r"^\s*:[\w-]+:", body[0]):
@@ -312,6 +361,8 @@ def _directive(name: str, args: str, body: list[str], ctx: Context, where: str) 
         end = body.index("---", 1) if "---" in body[1:] else 0
         body = body[end + 1 :]
     inner = convert_markdown("\n".join(body), ctx, where).strip("\n").splitlines()
+    if name in EXERCISE_DIRECTIVES:
+        return _exercise(name, args, options, inner, ctx, where)
     if name in ADMONITIONS:
         title = args.strip() if args.strip() else name.capitalize()
         title = _replace_roles(title, ctx, where)

@@ -178,6 +178,7 @@ def reader_notebook(
     ctx.glue = _glue_store(executed, glue_file)
     ctx.page = page
     ctx.cited = []
+    ctx.exercises = {}
     cells = executed["cells"]
     install = install_source(ctx.repo_url, ctx.ref)
     kept_by_cell = kept_definitions(cells, install)
@@ -200,6 +201,8 @@ def reader_notebook(
             continue
         if cell["cell_type"] == "markdown":
             text = convert_markdown("".join(cell["source"]), ctx, f"{page} cell {i}")
+            if not text.strip() and not cell.get("attachments"):
+                continue  # e.g. an exercise's or solution's end marker
             md = _markdown_cell(text, cid)
             if cell.get("attachments"):
                 md["attachments"] = cell["attachments"]

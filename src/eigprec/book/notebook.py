@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 __all__ = ["glue", "load_record", "progress", "record_dirs"]
 
@@ -53,12 +54,41 @@ def glue(name: str, value: object, display: bool = False) -> None:
         _display(value)
 
 
+def _terminal() -> TextIO | None:
+    """The stream that reaches the terminal and never a notebook cell's output.
+
+    Outside a Jupyter kernel: ``sys.stderr``. In an ipykernel, ``sys.stderr`` is the
+    cell's output, and so is the process's file descriptor 2 where the kernel captures
+    low-level output (``capture_fd_output``, ipykernel >= 6); the kernel keeps a copy
+    of the original descriptor, the terminal of whatever started it (jupyter-book, a
+    Jupyter server): write there. None where no such terminal is known.
+    """
+    stream = sys.stderr
+    if not type(stream).__module__.startswith("ipykernel"):
+        return stream
+    original = getattr(stream, "_original_stdstream_copy", None)
+    if isinstance(original, int):
+        return _fd_stream(original)
+    # Descriptor 2 not captured: sys.__stderr__ writes to the terminal only.
+    return sys.__stderr__
+
+
+@functools.cache
+def _fd_stream(fd: int) -> TextIO | None:
+    try:
+        return os.fdopen(os.dup(fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:
     """Wrap an iterable in a progress bar that suits where the code runs.
 
-    A widget in Jupyter/Colab when ipywidgets is available; plain text on stdout
-    otherwise, and always in the book build (``EIGPREC_PROGRESS=text``), where a
-    widget would need scripts from the network.
+    A progress bar is never part of a page: with ``EIGPREC_PROGRESS=text`` (the book
+    build, ``make``) it is plain text on the terminal only (the kernel's own stderr,
+    which no cell output holds); with ``EIGPREC_PROGRESS=off`` there is none.
+    Otherwise it is a widget in Jupyter or Colab where ipywidgets is installed, and
+    text on stderr elsewhere.
 
     Args:
         iterable: what to loop over.
@@ -72,16 +102,19 @@ def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:
         >>> total
         3
     """
-    text = os.environ.get("EIGPREC_PROGRESS", "").lower() == "text"
+    mode = os.environ.get("EIGPREC_PROGRESS", "").lower()
     in_kernel = "ipykernel" in sys.modules
-    if not text and in_kernel and importlib.util.find_spec("ipywidgets") is not None:
+    if mode not in {"text", "off"} and in_kernel and importlib.util.find_spec("ipywidgets"):
         from tqdm.notebook import tqdm
-    else:
-        from tqdm.std import tqdm
 
-        # Few redraws: every redraw is kept in a notebook's stored output.
-        kwargs = {"file": sys.stdout, "mininterval": 10.0, "ascii": True, **kwargs}
-    return tqdm(iterable, **kwargs)
+        return tqdm(iterable, **kwargs)
+    from tqdm.std import tqdm
+
+    stream = None if mode == "off" else _terminal()
+    # Few redraws: a log keeps every one of them.
+    kwargs = {"mininterval": 10.0, "ascii": True, **kwargs}
+    disable = bool(kwargs.pop("disable", False)) or stream is None
+    return tqdm(iterable, **{**kwargs, "file": stream, "disable": disable})
 
 
 def record_dirs() -> list[Path]:

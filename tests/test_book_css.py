@@ -1,0 +1,137 @@
+"""book/_static/eigprec.css on a 390-px phone: what issue 23.4 asked of it, in Chromium.
+
+A page shaped like the theme's (an ``article.bd-article`` column of 358 px on a 390-px
+phone) with the book's stylesheet: a table whose headers must wrap between words, not
+letter by letter (the table may then be wider than the column and scroll in the
+theme's wrapper: a chapter splits it); the real provenance box (``describe_runtime()``'s
+HTML), opened; a printed output and a cell's code line longer than the column. With
+the stylesheet the page keeps to the screen's width and the box and the code fit
+(tools/check_browser.py's phone rules); the headers are measured word by word.
+"""
+
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import check_browser
+from browser_driver import chromium, serve
+from page_layout import LayoutBudget, layout_problems, measure_layout
+
+import eigprec
+
+CSS = ROOT / "book" / "_static" / "eigprec.css"
+# Eight columns of one-character cells: narrower than their headers, as a table of
+# flags or small counts is. Squeezed into a phone's column, the old stylesheet broke
+# each header letter by letter.
+HEADERS = ["error", "eigenspace", "asymmetry", "precision", "tolerance", "residual", "spectrum"]
+
+
+def _page() -> str:
+    head = "".join(f"<th>{h}</th>" for h in HEADERS)
+    row = "".join("<td>0</td>" for _ in HEADERS)
+    long_line = "print(" + ", ".join(f"value_{i}" for i in range(30)) + ")"
+    return (
+        '<!DOCTYPE html><html lang="en"><head><title>css</title>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="stylesheet" href="eigprec.css">'
+        "<style>body{margin:0;font-family:sans-serif} article.bd-article{box-sizing:"
+        "border-box;width:100%;padding:0 16px} pre{overflow-x:auto}"
+        ".pst-scrollable-table-container{overflow-x:auto}</style></head><body>"
+        '<main><article class="bd-article">'
+        f'<div class="pst-scrollable-table-container"><table><tr>{head}</tr><tr>{row}</tr>'
+        "</table></div>"
+        '<div class="cell docutils container"><div class="cell_input docutils container">'
+        f'<div class="highlight"><pre tabindex="0">{long_line}</pre></div></div>'
+        '<div class="cell_output docutils container"><div class="output text_html">'
+        f"{eigprec.describe_runtime()._repr_html_()}</div>"
+        '<div class="output stream highlight-myst-ansi notranslate"><div class="highlight">'
+        f'<pre tabindex="0">{"  ".join(f"seed {i}: 0.{i}1234" for i in range(12))}</pre>'
+        "</div></div></div></div></article></main></body></html>"
+    )
+
+
+# Each header word's width against the width of its cell's line boxes: a word broken
+# letter by letter has a line box narrower than the word.
+WORDS_JS = r"""
+(() => [...document.querySelectorAll("th")].map((th) => {
+  const probe = document.createElement("span");
+  probe.style.whiteSpace = "nowrap";
+  const widest = Math.max(...th.textContent.split(/\s+/).map((w) => {
+    probe.textContent = w; th.appendChild(probe);
+    const width = probe.getBoundingClientRect().width; probe.remove(); return width;
+  }));
+  const range = document.createRange(); range.selectNodeContents(th);
+  const lines = [...range.getClientRects()].map((r) => r.width);
+  return {text: th.textContent, widest_word: widest, widest_line: Math.max(...lines)};
+}))()
+"""
+
+
+def test_phone_layout_with_the_book_stylesheet(tmp_path):
+    executable = check_browser.find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    (tmp_path / "page.html").write_text(_page())
+    (tmp_path / "eigprec.css").write_text(CSS.read_text())
+    with serve(tmp_path) as base, chromium(executable) as client:
+        seen = measure_layout(client, base + "page.html", 390, 30)
+        client.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=390,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=True,
+        )
+        client.events.clear()  # measure_layout's load event is not this load's
+        client.call("Page.navigate", url=base + "page.html")
+        client.wait_for("Page.loadEventFired", 30)
+        words = client.call("Runtime.evaluate", expression=WORDS_JS, returnByValue=True)
+    assert seen["column_px"] == 358
+    assert seen["provenance"]["count"] == 1 and seen["code_blocks"]["count"] == 2
+    problems = layout_problems(seen, LayoutBudget(), chapter=True, phone=True)
+    assert seen["page_px"] == 390, problems
+    assert seen["provenance"]["wide"] == [] and seen["code_blocks"]["wide"] == [], problems
+    for th in words["result"]["value"]:
+        assert th["widest_line"] + 1 >= th["widest_word"], th
+
+
+JS = ROOT / "book" / "_static" / "eigprec.js"
+# The theme's markup that axe-core fails without book/_static/eigprec.js, as
+# sphinx-book-theme 1.3, MyST-NB and docutils write it.
+THEME_MARKUP = (
+    '<header><button class="btn theme-switch-button" aria-label="Color mode">'
+    '<i class="theme-switch" data-mode="light" title="Light"></i>'
+    '<i class="theme-switch" data-mode="dark" title="Dark"></i></button></header>'
+    '<nav aria-label="Main"><ul><li class="toctree-l1 has-children">'
+    '<a href="c.html">3. Eigenbasis degeneracy</a><details><summary>'
+    '<span class="toctree-toggle" role="presentation"><i class="fa"></i></span></summary>'
+    '<ul><li><a href="d.html">3.1. Details</a></li></ul></details></li></ul></nav>'
+    '<main><details class="hide above-input"><summary aria-label="Toggle hidden content">'
+    '<p class="collapsed">Show code cell source</p></summary><pre>x = 1</pre></details>'
+    '<div role="list" class="citation-list"><div class="citation" id="c1" '
+    'role="doc-biblioentry"><span class="label">[Bia20]</span><p>P. Bialecki. '
+    '<a href="https://example.org/pr">A pull request</a>.</p></div></div></main>'
+)
+
+
+def test_book_script_fixes_what_axe_finds_in_the_theme_markup(tmp_path):
+    executable = check_browser.find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    # Targets of 24 px, as the theme's stylesheet makes them (axe's target-size).
+    head = (
+        '<!DOCTYPE html><html lang="en"><head><title>t</title><style>a, button, summary'
+        "{display:inline-block;min-height:24px;min-width:24px;margin:4px}</style>"
+    )
+    (tmp_path / "bare.html").write_text(f"{head}</head><body>{THEME_MARKUP}</body></html>")
+    (tmp_path / "fixed.html").write_text(
+        f'{head}<script defer src="eigprec.js"></script></head><body>{THEME_MARKUP}</body></html>'
+    )
+    (tmp_path / "eigprec.js").write_text(JS.read_text())
+    reports = {r.page: r for r in check_browser.check_site(tmp_path, None, executable, widths=())}
+    failing = {v["id"] for v in reports["bare.html"].axe if v["impact"] in ("serious", "critical")}
+    assert failing == {"aria-required-children", "label-content-name-mismatch", "summary-name"}
+    assert reports["fixed.html"].problems == []

@@ -47,6 +47,27 @@ FAMILIES = {
     ),
     "det": ("LinalgDetBackward0", lambda a: torch.linalg.det(a / 2)),
     "qr": ("LinalgQrBackward0", lambda a: (torch.linalg.qr(a)[1] * _weights(N, N)).sum()),
+    # linalg_lu_backward, linalg_solve_backward and linalg_lu_solve_LU open with the guard
+    # too (FunctionsManual.cpp at pytorch/pytorch@002ca67); lu_factor_ex's backward calls
+    # linalg_lu_backward
+    "lu": (
+        "LinalgLuBackward0",
+        lambda a: sum((f * _weights(N, N)).sum() for f in torch.linalg.lu(a)[1:]),
+    ),
+    "lu_factor": (
+        "LinalgLuFactorExBackward0",
+        lambda a: (torch.linalg.lu_factor(a)[0] * _weights(N, N)).sum(),
+    ),
+    "lu_solve": (
+        "LinalgLuSolveBackward0",
+        lambda a: (
+            torch.linalg.lu_solve(*torch.linalg.lu_factor(a.detach()), a[:, :3]) * _weights(N, 3)
+        ).sum(),
+    ),
+    "solve": (
+        "LinalgSolveExBackward0",
+        lambda a: (torch.linalg.solve(a, _weights(N, 3)) * _weights(N, 3)).sum(),
+    ),
 }
 
 

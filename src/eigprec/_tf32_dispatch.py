@@ -79,9 +79,11 @@ CONVS: dict[Any, tuple[int, ...]] = {
 # and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
 # linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
 # linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
-# cholesky_solve_backward; node names from derivatives.yaml as torch 2.13 names them).
-# Not guarded there: the backwards of inv, solve, slogdet, lu. The forward-mode (jvp)
-# formulas guarded in the same file run outside any node and are not recognised.
+# cholesky_solve_backward, linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward
+# -- which lu_factor_ex_backward calls --; node names as torch 2.13 names them).
+# Not guarded there: the backward of inv (a derivatives.yaml formula). The forward-mode
+# (jvp) formulas guarded in the same file (svd, eig, cholesky, solve, lu, lu_solve, det)
+# run inside the primal operator, outside any node, and are not recognised.
 NO_TF32_NODES = frozenset(
     {
         "LinalgSvdBackward0",
@@ -98,6 +100,10 @@ NO_TF32_NODES = frozenset(
         "TriangularSolveBackward0",
         "LinalgSolveTriangularBackward0",
         "CholeskySolveBackward0",
+        "LinalgSolveExBackward0",
+        "LinalgLuSolveBackward0",
+        "LinalgLuBackward0",
+        "LinalgLuFactorExBackward0",
     }
 )
 

@@ -22,7 +22,7 @@ The reference is the product in float64 when it costs at most ``float64_limit``
 multiply-adds, else the float32 product (accurate enough to measure TF32's error, which is
 about 2**13 times larger).
 
-Two errors, worst over the calls of a site:
+Errors, worst over the calls of a site:
 
 * ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
   result. Of the order of 2**-12 for random-sign operands whatever k; large when C
@@ -32,6 +32,9 @@ Two errors, worst over the calls of a site:
   are measured against that resolution): the relative error of the entry TF32 hurts most.
   Large for small entries that matter (small eigenvalues, residuals) and for entries that
   are merely near zero and do not matter -- only you can tell which.
+* ``scaled_entry_error``: the same entry errors against ``‖A_i,:‖‖B_:,j‖`` (GEMMs only),
+  about 2**-12 wherever TF32 did its ordinary rounding; the tables' "row·col" column. Where
+  the other two are far larger, the product cancels.
 
 Non-finite entries of the reference are left out of both measures. A TF32 result with inf or
 NaN where the float32 result is finite (an operand just below float32's largest value rounds
@@ -77,6 +80,7 @@ import torch
 from eigprec import _tf32_dispatch
 from eigprec._args import check_int
 from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
+from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.tf32 import ROUNDINGS, _round_bits
@@ -174,8 +178,8 @@ class AuditReport:
         >>> import torch
         >>> with tf32_audit() as report:
         ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
-        >>> print(report.to_markdown().splitlines()[0])
-        | site | op | shapes | calls | TF32 err. (norm) | TF32 err. (entry) | fp32 err. (norm) |
+        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:7])
+        ['TF32 err. (norm)', 'TF32 err. (entry)', 'TF32 err. (row·col)']
         >>> report.records[0].norm_error
         0.0
     """
@@ -262,7 +266,9 @@ class AuditReport:
 
         Returns:
             A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise, and,
+            shapes, calls, TF32 error norm-wise, at the worst entry against its own size and
+            against its row·column scale (``scaled_entry_error``: near 2**-12 where TF32 did
+            nothing unusual, however much the product cancels), float32 error norm-wise, and,
             when any listed record has one, the count of calls where TF32 gave inf/NaN and
             float32 did not.
 
@@ -271,27 +277,7 @@ class AuditReport:
             ValueError: for a bad ``by`` or a negative ``limit``.
         """
         limit = None if limit is None else check_int("limit", limit, low=0)
-        records = self.ranked(by)[:limit]
-        overflow = any(r.tf32_nonfinite for r in records)
-        rows = [
-            {
-                "site": (r.where if self._settings.depth > 1 else r.site)
-                + (f" [{r.module}]" if r.module else ""),
-                "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
-                "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
-                "calls": str(r.calls),
-                "TF32 err. (norm)": f"{r.norm_error:.1e}",
-                "TF32 err. (entry)": f"{r.entry_error:.1e}",
-                "fp32 err. (norm)": (
-                    "–" if r.fp32_norm_error is None else f"{r.fp32_norm_error:.1e}"
-                ),
-            }
-            for r in records
-        ]
-        if overflow:  # a column only when TF32 overflowed somewhere, so it cannot be missed
-            for row, r in zip(rows, records, strict=True):
-                row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)
-        return rows
+        return record_rows(self.ranked(by)[:limit], self._settings.depth)
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.

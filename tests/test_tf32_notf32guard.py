@@ -111,22 +111,34 @@ def test_unguarded_backward_is_still_emulated():
     assert any("LinalgInvExBackward0" in r.phase for r in report.records)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: torch runs linalg_solve_jvp/linalg_lu_jvp (and the svd, eig, cholesky "
-    "jvps) under NoTF32Guard too, but a forward-mode formula runs inside the primal operator, "
-    "outside any autograd node, so the dispatch mode cannot tell its products apart",
-)
-@pytest.mark.parametrize("name", ["solve", "lu"])
+# Forward-mode formulas torch guards the same way (linalg_solve_jvp, linalg_lu_jvp,
+# cholesky_jvp, linalg_svd_jvp): they run inside the primal operator, outside any autograd
+# node; the emulator marks those calls from Python (failed before: rounded). The audit
+# does not (a function mode would switch off torch's transformer fast path).
+JVP_FAMILIES = {
+    "solve": lambda x: torch.linalg.solve(x, _weights(N, 3)),
+    "lu": lambda x: torch.linalg.lu(x)[2],
+    "lu_factor": lambda x: torch.linalg.lu_factor(x)[0],
+    "cholesky": lambda x: torch.linalg.cholesky((x + x.mT) / 2),  # x = R + N·I: SPD
+    "svd": lambda x: torch.linalg.svd(x)[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(JVP_FAMILIES))
 def test_guarded_jvp_is_float32_under_emulation(name):
     gen = torch.Generator().manual_seed(5)
     a = torch.randn(N, N, generator=gen) + N * torch.eye(N)
     da = torch.randn(N, N, generator=gen)
-    fn = {
-        "solve": lambda x: torch.linalg.solve(x, _weights(N, 3)),
-        "lu": lambda x: torch.linalg.lu(x)[2],
-    }[name]
+    fn = JVP_FAMILIES[name]
     want = torch.func.jvp(fn, (a,), (da,))[1]
     with matmul_precision("high"), emulate_tf32():
         got = torch.func.jvp(fn, (a,), (da,))[1]
     assert torch.equal(got, want)
+
+
+def test_products_around_a_guarded_call_are_still_emulated():
+    a = _spd(4)
+    b = torch.full((N, N), 1 + 2**-12)
+    with matmul_precision("high"), emulate_tf32():
+        x = torch.linalg.solve(a, b) @ b  # the product after the call is TF32 again
+    assert not torch.equal(x, torch.linalg.solve(a, b) @ b)

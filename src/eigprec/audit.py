@@ -41,22 +41,27 @@ NaN where the float32 result is finite (an operand just below float32's largest 
 up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
 Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
-backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, triangular and Cholesky
-solves...) are not reported: a TF32 GPU runs them in float32. ``cdist``'s matrix-product path
-is rebuilt bit for bit and audited. Operators whose own kernel multiplies out of the
-dispatcher's sight -- fused attention (forward and backward), the fused transformer fast
-path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU), ``_trilinear`` (``nn.Bilinear``) -- are
-*run but not covered*: :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does
-for it, and so do the tables. Not seen at all: products inside ``torch.compile``d code
-(Inductor's Triton kernels choose their own TF32 behaviour); products in threads other than
-the one that opened the audit (autograd's own threads excepted); sparse and nested tensors
-(passed through untouched) and non-float32 products. A backward product whose
-autograd node was not created by an audited forward product (a graph built before the
-audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
-frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
-block opened *within* the audit, products reach the audit with operands already rounded
-(their TF32 error reads zero); open the audit inside the emulator instead (there the
-float32 and reference results come from a clean run, so the errors read as outside it).
+backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, ``solve``, ``lu``,
+triangular and Cholesky solves...) are not reported: a TF32 GPU runs them in float32. (The
+forward-mode formulas guarded the same way are still reported: marking their calls takes a
+function mode, whose presence alone makes torch skip the transformer fast path and so would
+change the code audited; :func:`~eigprec.emulate_tf32` does mark them.) ``cdist``'s
+matrix-product path is rebuilt bit for bit and audited. Operators whose own kernel
+multiplies out of the dispatcher's sight -- fused attention (forward and backward), the
+fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
+``_trilinear`` (``nn.Bilinear``) -- are *run but not covered*:
+:attr:`AuditReport.not_covered` lists each with what a TF32 GPU does for it, and so do the
+tables. Not seen at all: products inside ``torch.compile``d code (Inductor's Triton kernels
+choose their own TF32 behaviour); products in threads other than the one that opened the
+audit (autograd's own threads excepted); sparse and nested tensors (passed through
+untouched) and non-float32 products. A backward product whose autograd node was not created
+by an audited forward product (a graph built before the audit, or the backward of a
+non-product such as ``linalg.solve``) is attributed to the frames at backward time, i.e. the
+``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32` block opened *within* the
+audit, products reach the audit with operands already rounded (their TF32 error reads zero);
+open the audit inside the emulator instead (there the float32 and reference results come
+from a clean run, so the errors read as outside it).
+
 
 Example:
     >>> import torch

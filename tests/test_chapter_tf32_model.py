@@ -128,7 +128,7 @@ def test_mlp_audit_is_benign_and_autocast_leaves_nothing():
 def test_audit_rows_name_the_caller_of_a_helper():
     rows = audits.audit_rows(audits.audit_soap_step(), limit=3)
     assert len(rows) == 3 and all(
-        set(r) == {"site", "product", "calls", "norm", "entry"} for r in rows
+        set(r) == {"site", "product", "calls", "norm", "entry", "scaled"} for r in rows
     )
     assert rows[0]["site"].startswith("soap.py:") and "_update_factors" in rows[0]["site"]
     assert "_mm" not in rows[0]["site"]
@@ -153,3 +153,10 @@ def test_env_override_sets_only_the_start_value():
     assert got["precision"] == "high" and got["allow_tf32"] is True
     assert got["allow_tf32_after_highest"] is False
     assert got["fp32_precision_after_highest"] in ("ieee", None)
+
+
+def test_audit_rows_show_the_error_at_the_row_and_column_scale():
+    """The scaled column (entry error over ‖A_i,:‖‖B_:,j‖) stays near 2**-12 where the
+    worst-entry column alarms on small entries (issue 19.4): diag(QᵀLQ)'s one product."""
+    row = audits.audit_rows(audits.audit_diag_qtlq(n=32))[0]
+    assert float(row["entry"]) > 10 and 2.0**-14 < float(row["scaled"]) < 2.0**-11

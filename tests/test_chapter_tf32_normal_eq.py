@@ -30,3 +30,16 @@ def test_bad_problem_is_refused():
 
 def test_doctests():
     assert doctest.testmod(ne).failed == 0
+
+
+def test_vector_b_leaves_the_gram_matrix_the_only_tf32_product():
+    """With a 1-D b, Aᵀb is a matrix-vector product (float32 on a GPU): AᵀA alone is
+    rounded, so it ranks first in both the audit and the A/B run (issue 19.3/19e)."""
+    r = ne.normal_equations_ab(vector_b=True)
+    assert [label for label, _ in r.audit] == ["AᵀA"]
+    assert [s.shapes for s in r.attribution.sites] == [((50, 2000), (2000, 50))]
+    assert r.error_tf32 > 10 * r.error_fp32
+    _, b = ne.normal_equations_problem(m=40, n=4, vector_b=True)
+    assert tuple(b.shape) == (40,)
+    with pytest.raises(TypeError, match="vector_b"):
+        ne.normal_equations_problem(vector_b=1)

@@ -90,3 +90,22 @@ def test_truncated_series_is_drawn_without_a_model_line():
     )
     plt.close(fig)
     plt.close(plain)
+
+
+def test_figures_fit_the_column_with_readable_text():
+    """Each figure the chapter shows is at most 7 in wide with text >= 9 pt (issue 23.3)."""
+    from eigprec.book import check_readable, use_book_style
+    from eigprec.chapters.tf32.model import qtlq_rounding_contributions
+    from eigprec.chapters.tf32.published import diag_qtlq_roundings
+
+    with matplotlib.rc_context():
+        use_book_style()
+        result = diag_qtlq_experiment(n=32)
+        figs = [
+            tp.plot_formats(),
+            tp.plot_qtlq_errors(result, truncated=diag_qtlq_roundings(("rz",), n=32)["rz"]),
+            tp.plot_qtlq_relative_errors(qtlq_rounding_contributions(n=32), result),
+        ]
+        for fig in figs:
+            check_readable(fig)
+            plt.close(fig)

@@ -661,3 +661,23 @@ def test_rows_limit_of_the_wrong_type_is_a_type_error(limit):
         report.rows(limit=limit)
     with pytest.raises(ValueError, match="limit"):
         report.rows(limit=-1)
+
+
+# --- issue 19 item 4: the row·col-scaled entry error is shown, not only stored ----------
+
+
+def test_rows_show_the_entry_error_at_the_row_and_column_scale():
+    # C = A B with entries near zero by cancellation: the worst entry against its own size
+    # alarms; against ‖A_i,:‖‖B_:,j‖ it reads TF32's ordinary 2**-12 or so
+    a = torch.tensor([[1.0, 1.0], [1.0, 1.0 + 2**-12]])
+    b = torch.tensor([[1.0, 1.0], [-1.0, 1.0]])
+    with tf32_audit() as report:
+        a @ b
+    row = report.rows()[0]
+    r = only(report)
+    assert row["TF32 err. (row·col)"] == f"{r.scaled_entry_error:.1e}"
+    assert r.entry_error > 1000 * r.scaled_entry_error and r.scaled_entry_error < 2**-11
+    conv_in = randn(1, 1, 5, 5)
+    with tf32_audit() as report:
+        torch.nn.functional.conv2d(conv_in, randn(1, 1, 3, 3, seed=1))
+    assert report.rows()[0]["TF32 err. (row·col)"] == "–"  # not defined for convolutions

@@ -47,6 +47,27 @@ FAMILIES = {
     ),
     "det": ("LinalgDetBackward0", lambda a: torch.linalg.det(a / 2)),
     "qr": ("LinalgQrBackward0", lambda a: (torch.linalg.qr(a)[1] * _weights(N, N)).sum()),
+    # linalg_lu_backward, linalg_solve_backward and linalg_lu_solve_LU open with the guard
+    # too (FunctionsManual.cpp at pytorch/pytorch@002ca67); lu_factor_ex's backward calls
+    # linalg_lu_backward
+    "lu": (
+        "LinalgLuBackward0",
+        lambda a: sum((f * _weights(N, N)).sum() for f in torch.linalg.lu(a)[1:]),
+    ),
+    "lu_factor": (
+        "LinalgLuFactorExBackward0",
+        lambda a: (torch.linalg.lu_factor(a)[0] * _weights(N, N)).sum(),
+    ),
+    "lu_solve": (
+        "LinalgLuSolveBackward0",
+        lambda a: (
+            torch.linalg.lu_solve(*torch.linalg.lu_factor(a.detach()), a[:, :3]) * _weights(N, 3)
+        ).sum(),
+    ),
+    "solve": (
+        "LinalgSolveExBackward0",
+        lambda a: (torch.linalg.solve(a, _weights(N, 3)) * _weights(N, 3)).sum(),
+    ),
 }
 
 
@@ -88,3 +109,36 @@ def test_unguarded_backward_is_still_emulated():
     with tf32_audit() as report:
         _grad(loss, a)
     assert any("LinalgInvExBackward0" in r.phase for r in report.records)
+
+
+# Forward-mode formulas torch guards the same way (linalg_solve_jvp, linalg_lu_jvp,
+# cholesky_jvp, linalg_svd_jvp): they run inside the primal operator, outside any autograd
+# node; the emulator marks those calls from Python (failed before: rounded). The audit
+# does not (a function mode would switch off torch's transformer fast path).
+JVP_FAMILIES = {
+    "solve": lambda x: torch.linalg.solve(x, _weights(N, 3)),
+    "lu": lambda x: torch.linalg.lu(x)[2],
+    "lu_factor": lambda x: torch.linalg.lu_factor(x)[0],
+    "cholesky": lambda x: torch.linalg.cholesky((x + x.mT) / 2),  # x = R + N·I: SPD
+    "svd": lambda x: torch.linalg.svd(x)[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(JVP_FAMILIES))
+def test_guarded_jvp_is_float32_under_emulation(name):
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(N, N, generator=gen) + N * torch.eye(N)
+    da = torch.randn(N, N, generator=gen)
+    fn = JVP_FAMILIES[name]
+    want = torch.func.jvp(fn, (a,), (da,))[1]
+    with matmul_precision("high"), emulate_tf32():
+        got = torch.func.jvp(fn, (a,), (da,))[1]
+    assert torch.equal(got, want)
+
+
+def test_products_around_a_guarded_call_are_still_emulated():
+    a = _spd(4)
+    b = torch.full((N, N), 1 + 2**-12)
+    with matmul_precision("high"), emulate_tf32():
+        x = torch.linalg.solve(a, b) @ b  # the product after the call is TF32 again
+    assert not torch.equal(x, torch.linalg.solve(a, b) @ b)

@@ -138,3 +138,29 @@ def test_not_emulated_warning_once_per_operator_and_block():
             for _ in range(3):
                 F.scaled_dot_product_attention(q, q, q)
     assert sum(issubclass(w.category, NotEmulatedWarning) for w in caught) == 1
+
+
+def test_sdpa_math_path_is_emulated_and_audited_the_fused_default_stays_float32():
+    """Why SDPA is not rebuilt on its math path by default (issue 19b): on a TF32 GPU the
+    float32 default is the memory-efficient kernel, whose CUTLASS GEMMs use 3xTF32 (about
+    float32 accuracy) whatever the switches, so float32 *is* its emulation. TF32 reaches
+    attention only on the math path; selecting that path here runs the same bmm's, which the
+    emulator rounds and the audit measures, forward and backward."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (_x(20 + i, 2, 3, 16, 8) for i in range(3))
+    fused = F.scaled_dot_product_attention(q, k, v)
+    with sdpa_kernel(SDPBackend.MATH):
+        math_fp32 = F.scaled_dot_product_attention(q, k, v)
+    with matmul_precision("high"), emulate_tf32(), pytest.warns(NotEmulatedWarning):
+        assert torch.equal(F.scaled_dot_product_attention(q, k, v), fused)
+    with matmul_precision("high"), emulate_tf32(), sdpa_kernel(SDPBackend.MATH):
+        math_tf32 = F.scaled_dot_product_attention(q, k, v)
+    # the math path's two bmm's, rounded: an error of TF32's size, not float32's
+    assert 2.0**-16 < float((math_tf32 - math_fp32).abs().max()) < 2.0**-6
+    qg = q.clone().requires_grad_()
+    with tf32_audit() as report, sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(qg, k, v).sum().backward()
+    assert not report.not_covered
+    ops = [(r.op, r.phase == "forward") for r in report.records]
+    assert ops.count(("bmm", True)) == 2 and any(not fwd for _, fwd in ops)

@@ -35,9 +35,11 @@ from . import precision as _precision
 __all__ = [
     "CONVS",
     "GEMMS",
+    "GUARDED_JVP_FUNCS",
     "NO_TF32_NODES",
     "BackwardAfterExitWarning",
     "GraphMarker",
+    "GuardedLinalg",
     "NotEmulatedWarning",
     "TF32EmulationMode",
     "composite",
@@ -79,9 +81,10 @@ CONVS: dict[Any, tuple[int, ...]] = {
 # and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
 # linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
 # linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
-# cholesky_solve_backward; node names from derivatives.yaml as torch 2.13 names them).
-# Not guarded there: the backwards of inv, solve, slogdet, lu. The forward-mode (jvp)
-# formulas guarded in the same file run outside any node and are not recognised.
+# cholesky_solve_backward, linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward
+# -- which lu_factor_ex_backward calls --; node names as torch 2.13 names them).
+# Not guarded there: the backward of inv (a derivatives.yaml formula). The forward-mode
+# (jvp) formulas guarded in the same file: see GUARDED_JVP_FUNCS below.
 NO_TF32_NODES = frozenset(
     {
         "LinalgSvdBackward0",
@@ -98,14 +101,66 @@ NO_TF32_NODES = frozenset(
         "TriangularSolveBackward0",
         "LinalgSolveTriangularBackward0",
         "CholeskySolveBackward0",
+        "LinalgSolveExBackward0",
+        "LinalgLuSolveBackward0",
+        "LinalgLuBackward0",
+        "LinalgLuFactorExBackward0",
     }
 )
 
 
 def in_no_tf32_formula() -> bool:
-    """Whether the running autograd node's formula runs under torch's NoTF32Guard."""
+    """Whether the running autograd node's formula runs under torch's NoTF32Guard, or a
+    guarded forward-mode formula may be running (inside one of ``GUARDED_JVP_FUNCS``)."""
+    if _IN_GUARDED_LINALG.get():
+        return True
     node = torch._C._current_autograd_node()
     return node is not None and node.name() in NO_TF32_NODES
+
+
+# Forward-mode (jvp) formulas torch runs under NoTF32Guard (FunctionsManual.cpp at
+# pytorch@002ca67: linalg_solve_jvp, linalg_lu_solve_jvp, linalg_lu_jvp -- lu_factor_ex_jvp
+# calls it --, cholesky_jvp; linalg_svd_jvp). They run inside the primal operator's autograd
+# kernel, outside any node, so the call is marked from Python instead. The primal kernels
+# of these functions are LAPACK/cuSOLVER calls with no ATen GEMM of their own, so every
+# product seen inside the call belongs to the jvp formula.
+_IN_GUARDED_LINALG: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "_tf32_in_guarded_linalg", default=False
+)
+GUARDED_JVP_FUNCS = frozenset(
+    getattr(torch.linalg, name)
+    for name in (
+        "solve",
+        "solve_ex",
+        "lu_solve",
+        "lu",
+        "lu_factor",
+        "lu_factor_ex",
+        "cholesky",
+        "cholesky_ex",
+        "svd",
+    )
+)
+
+
+class GuardedLinalg(TorchFunctionMode):
+    """Mark calls of ``GUARDED_JVP_FUNCS``: products inside them stay float32 (see above)."""
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func not in GUARDED_JVP_FUNCS:
+            return func(*args, **kwargs)
+        token = _IN_GUARDED_LINALG.set(True)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _IN_GUARDED_LINALG.reset(token)
 
 
 # Set while a recurrent layer (torch.gru/rnn_tanh/rnn_relu/lstm) runs: its products follow

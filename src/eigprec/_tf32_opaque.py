@@ -36,7 +36,9 @@ _FASTPATH = (
 _ATTENTION = (
     "fused attention: on a TF32 GPU float32 runs the memory-efficient kernel, whose CUTLASS "
     "GEMMs use 3xTF32 (about float32 accuracy) whatever the switches, or the math path "
-    "(bmm, matmul switch); here it runs in float32"
+    "(bmm, matmul switch); here it runs in float32. Under "
+    "torch.nn.attention.sdpa_kernel(SDPBackend.MATH) the math path's bmm's run here and "
+    "are covered"
 )
 _RNN = (
     "fused RNN (oneDNN on the CPU): on a GPU cuDNN runs it in TF32 when "

@@ -22,7 +22,7 @@ The reference is the product in float64 when it costs at most ``float64_limit``
 multiply-adds, else the float32 product (accurate enough to measure TF32's error, which is
 about 2**13 times larger).
 
-Two errors, worst over the calls of a site:
+Errors, worst over the calls of a site:
 
 * ``norm_error`` = ‖C_tf32 − C_ref‖_F / ‖C_ref‖_F: TF32's error at the scale of the
   result. Of the order of 2**-12 for random-sign operands whatever k; large when C
@@ -32,28 +32,36 @@ Two errors, worst over the calls of a site:
   are measured against that resolution): the relative error of the entry TF32 hurts most.
   Large for small entries that matter (small eigenvalues, residuals) and for entries that
   are merely near zero and do not matter -- only you can tell which.
+* ``scaled_entry_error``: the same entry errors against ``‖A_i,:‖‖B_:,j‖`` (GEMMs only),
+  about 2**-12 wherever TF32 did its ordinary rounding; the tables' "row·col" column. Where
+  the other two are far larger, the product cancels.
 
 Non-finite entries of the reference are left out of both measures. A TF32 result with inf or
 NaN where the float32 result is finite (an operand just below float32's largest value rounds
 up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts the call.
 
 Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
-backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, triangular and Cholesky
-solves...) are not reported: a TF32 GPU runs them in float32. ``cdist``'s matrix-product path
-is rebuilt bit for bit and audited. Operators whose own kernel multiplies out of the
-dispatcher's sight -- fused attention (forward and backward), the fused transformer fast
-path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU), ``_trilinear`` (``nn.Bilinear``) -- are
-*run but not covered*: :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does
-for it, and so do the tables. Not seen at all: products inside ``torch.compile``d code
-(Inductor's Triton kernels choose their own TF32 behaviour); products in threads other than
-the one that opened the audit (autograd's own threads excepted); sparse and nested tensors
-(passed through untouched) and non-float32 products. A backward product whose
-autograd node was not created by an audited forward product (a graph built before the
-audit, or the backward of a non-product such as ``linalg.solve``) is attributed to the
-frames at backward time, i.e. the ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32`
-block opened *within* the audit, products reach the audit with operands already rounded
-(their TF32 error reads zero); open the audit inside the emulator instead (there the
-float32 and reference results come from a clean run, so the errors read as outside it).
+backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, ``solve``, ``lu``,
+triangular and Cholesky solves...) are not reported: a TF32 GPU runs them in float32. (The
+forward-mode formulas guarded the same way are still reported: marking their calls takes a
+function mode, whose presence alone makes torch skip the transformer fast path and so would
+change the code audited; :func:`~eigprec.emulate_tf32` does mark them.) ``cdist``'s
+matrix-product path is rebuilt bit for bit and audited. Operators whose own kernel
+multiplies out of the dispatcher's sight -- fused attention (forward and backward), the
+fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
+``_trilinear`` (``nn.Bilinear``) -- are *run but not covered*:
+:attr:`AuditReport.not_covered` lists each with what a TF32 GPU does for it, and so do the
+tables. Not seen at all: products inside ``torch.compile``d code (Inductor's Triton kernels
+choose their own TF32 behaviour); products in threads other than the one that opened the
+audit (autograd's own threads excepted); sparse and nested tensors (passed through
+untouched) and non-float32 products. A backward product whose autograd node was not created
+by an audited forward product (a graph built before the audit, or the backward of a
+non-product such as ``linalg.solve``) is attributed to the frames at backward time, i.e. the
+``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32` block opened *within* the
+audit, products reach the audit with operands already rounded (their TF32 error reads zero);
+open the audit inside the emulator instead (there the float32 and reference results come
+from a clean run, so the errors read as outside it).
+
 
 Example:
     >>> import torch
@@ -77,6 +85,7 @@ import torch
 from eigprec import _tf32_dispatch
 from eigprec._args import check_int
 from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
+from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.tf32 import ROUNDINGS, _round_bits
@@ -174,8 +183,8 @@ class AuditReport:
         >>> import torch
         >>> with tf32_audit() as report:
         ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
-        >>> print(report.to_markdown().splitlines()[0])
-        | site | op | shapes | calls | TF32 err. (norm) | TF32 err. (entry) | fp32 err. (norm) |
+        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:7])
+        ['TF32 err. (norm)', 'TF32 err. (entry)', 'TF32 err. (row·col)']
         >>> report.records[0].norm_error
         0.0
     """
@@ -262,7 +271,9 @@ class AuditReport:
 
         Returns:
             A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise and worst entry, float32 error norm-wise, and,
+            shapes, calls, TF32 error norm-wise, at the worst entry against its own size and
+            against its row·column scale (``scaled_entry_error``: near 2**-12 where TF32 did
+            nothing unusual, however much the product cancels), float32 error norm-wise, and,
             when any listed record has one, the count of calls where TF32 gave inf/NaN and
             float32 did not.
 
@@ -271,27 +282,7 @@ class AuditReport:
             ValueError: for a bad ``by`` or a negative ``limit``.
         """
         limit = None if limit is None else check_int("limit", limit, low=0)
-        records = self.ranked(by)[:limit]
-        overflow = any(r.tf32_nonfinite for r in records)
-        rows = [
-            {
-                "site": (r.where if self._settings.depth > 1 else r.site)
-                + (f" [{r.module}]" if r.module else ""),
-                "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
-                "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
-                "calls": str(r.calls),
-                "TF32 err. (norm)": f"{r.norm_error:.1e}",
-                "TF32 err. (entry)": f"{r.entry_error:.1e}",
-                "fp32 err. (norm)": (
-                    "–" if r.fp32_norm_error is None else f"{r.fp32_norm_error:.1e}"
-                ),
-            }
-            for r in records
-        ]
-        if overflow:  # a column only when TF32 overflowed somewhere, so it cannot be missed
-            for row, r in zip(rows, records, strict=True):
-                row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)
-        return rows
+        return record_rows(self.ranked(by)[:limit], self._settings.depth)
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.

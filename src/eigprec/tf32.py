@@ -459,19 +459,25 @@ def emulate_tf32(
     ``at::NoTF32Guard`` (``torch/csrc/autograd/FunctionsManual.cpp``): the backwards of
     ``eigh``/``eig``, ``svd``, ``cholesky``, ``cholesky_inverse``, ``pinv``, ``lstsq``,
     ``qr``, ``matrix_exp``, ``det``, ``solve_triangular``/``triangular_solve`` and
-    ``cholesky_solve`` keep their products in float32 (the forward-mode formulas guarded
-    in the same file are not recognised). Recurrent layers (``nn.RNN``, ``nn.GRU``,
-    ``nn.LSTM``) follow cuDNN's RNN switch, ``torch.backends.cudnn.rnn.fp32_precision``
-    (``'tf32'`` by default), not the matmul switch, as cuDNN does; on the CPU ``nn.LSTM``
-    runs oneDNN's fused kernel, so where TF32 applies it is run through ATen's native
-    cell loop (oneDNN off for that call) to be emulated. ``torch.cdist``'s matrix-product
-    path and ``nn.Bilinear`` (``_trilinear``) are rebuilt from visible pieces and emulated.
+    ``cholesky_solve``, ``linalg.solve``, ``lu_solve``, ``lu`` and ``lu_factor`` keep their
+    products in float32, and so do the forward-mode (jvp) formulas guarded there: products
+    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky`` or
+    ``svd`` (``_tf32_dispatch.GUARDED_JVP_FUNCS``). Recurrent layers (``nn.RNN``,
+    ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
+    ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
+    switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
+    applies it is run through ATen's native cell loop (oneDNN off for that call) to be
+    emulated. ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
+    rebuilt from visible pieces and emulated.
+
 
     Run but not covered (a :class:`NotEmulatedWarning` names each, once per block, where
     TF32 would apply): fused attention (``F.scaled_dot_product_attention`` forward and
     backward; on a TF32 GPU float32 runs the memory-efficient kernel, whose CUTLASS GEMMs
     use 3xTF32 -- about float32 accuracy -- whatever the switches, so float32 is close to
-    what the GPU does), the fused transformer fast path of ``nn.TransformerEncoderLayer``
+    what the GPU does; the GPU uses TF32 in attention only on the math path, and under
+    ``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`` the same ``bmm``s run here and are
+    emulated), the fused transformer fast path of ``nn.TransformerEncoderLayer``
     /``nn.MultiheadAttention`` in eval or ``no_grad`` (its GEMMs follow the matmul switch on
     a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated), and
     fused RNN kernels where they still run. Sparse and nested tensors pass through
@@ -530,7 +536,8 @@ def emulate_tf32(
         rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )
     hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
-    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
+    guarded = _tf32_dispatch.GuardedLinalg()
+    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), guarded, hooks:
         yield
 
 

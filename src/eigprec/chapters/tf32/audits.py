@@ -178,13 +178,15 @@ def audit_rows(
 
     Returns:
         One dict per record with keys ``site`` (``file:line function``), ``product`` (op
-        and shapes; a backward product is marked ``∂``), ``calls``, ``norm`` and ``entry``
-        (TF32 errors, norm-wise and worst entry).
+        and shapes; a backward product is marked ``∂``), ``calls``, ``norm``, ``entry``
+        and ``scaled`` (TF32 errors: norm-wise, worst entry against its own size, and
+        worst entry against ``‖A_i,:‖‖B_:,j‖``, the largest value its row and column
+        could give; ``–`` where the audit has none, e.g. convolutions).
 
     Example:
         >>> rows = audit_rows(audit_diag_qtlq(n=16))
         >>> sorted(rows[0])
-        ['calls', 'entry', 'norm', 'product', 'site']
+        ['calls', 'entry', 'norm', 'product', 'scaled', 'site']
     """
     rows = []
     for r in report.ranked("norm")[:limit]:
@@ -202,6 +204,7 @@ def audit_rows(
                 "calls": str(r.calls),
                 "norm": f"{r.norm_error:.1e}",
                 "entry": f"{r.entry_error:.1e}",
+                "scaled": "–" if r.scaled_entry_error is None else f"{r.scaled_entry_error:.1e}",
             }
         )
     return rows

@@ -64,7 +64,7 @@ TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
     {
         "op": "scaled_dot_product_attention, float32",
         "gpu": "memory-efficient kernel: 3xTF32 (CUTLASS fast float32) whatever the "
-        "switches; math fallback: matmuls as above",
+        "switches; math path (sdpa_kernel(SDPBackend.MATH)): matmuls as above, emulated",
         "switch": "none for that kernel",
         "probe": "sdpa",
         "cite": "pytorch_source_tf32",
@@ -77,7 +77,8 @@ TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
         "cite": "pytorch_source_tf32",
     },
     {
-        "op": "torch.linalg derivative formulas (eigh, svd, cholesky, pinv, triangular solve)",
+        "op": "torch.linalg backward formulas (eigh, svd, cholesky, pinv, qr, det, solve, lu, "
+        "triangular solve)",
         "gpu": "float32: NoTF32Guard",
         "switch": "none",
         "probe": "eigh_backward",

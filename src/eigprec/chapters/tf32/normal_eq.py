@@ -22,7 +22,7 @@ __all__ = ["NormalEquationsResult", "normal_equations_ab", "normal_equations_pro
 
 
 def normal_equations_problem(
-    m: int = 2000, n: int = 50, cond: float = 10.0, seed: int = 0
+    m: int = 2000, n: int = 50, cond: float = 10.0, seed: int = 0, vector_b: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A float32 least-squares problem ``A`` (m×n, condition number ``cond``) and ``b`` (m×1).
 
@@ -35,12 +35,15 @@ def normal_equations_problem(
         n: columns.
         cond: the condition number of ``A`` (≥ 1).
         seed: seed of the generator.
+        vector_b: return ``b`` as a vector (m,) instead of an m×1 matrix. Then ``Aᵀb`` is a
+            matrix-vector product, which TF32 does not touch (cuBLAS runs it under a
+            ``NoTF32Guard``): only ``AᵀA`` is rounded.
 
     Returns:
         ``(A, b)`` in float32.
 
     Raises:
-        TypeError: if m, n or seed is not an int.
+        TypeError: if m, n or seed is not an int, or vector_b not a bool.
         ValueError: if ``m < n``, ``n < 1`` or ``cond < 1``.
 
     Example:
@@ -51,6 +54,8 @@ def normal_equations_problem(
     check_int("m", m, low=1)
     check_int("n", n, low=1)
     check_int("seed", seed, low=0)
+    if not isinstance(vector_b, bool):
+        raise TypeError(f"vector_b must be a bool, got {type(vector_b).__name__}")
     if m < n:
         raise ValueError(f"need m >= n, got m={m}, n={n}")
     if not cond >= 1:
@@ -59,7 +64,8 @@ def normal_equations_problem(
     u, _ = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))
     v, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
     s = torch.logspace(0, -float(torch.log10(torch.tensor(cond))), n, dtype=torch.float64)
-    return ((u * s) @ v.T).float(), torch.randn(m, 1, generator=g)
+    b = torch.randn(m, 1, generator=g)
+    return ((u * s) @ v.T).float(), b[:, 0] if vector_b else b
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,11 @@ class NormalEquationsResult:
 
 
 def _label(shapes: tuple[tuple[int, ...], ...]) -> str:
-    return "AᵀA" if shapes[1][-1] > 1 else "Aᵀb"
+    return "AᵀA" if len(shapes[1]) == 2 and shapes[1][-1] > 1 else "Aᵀb"
 
 
 def normal_equations_ab(
-    m: int = 2000, n: int = 50, cond: float = 10.0, seed: int = 0
+    m: int = 2000, n: int = 50, cond: float = 10.0, seed: int = 0, vector_b: bool = False
 ) -> NormalEquationsResult:
     """Solve the normal equations in float32 and TF32; audit and attribute the products.
 
@@ -93,6 +99,7 @@ def normal_equations_ab(
         n: columns of ``A``.
         cond: condition number of ``A``.
         seed: seed of :func:`normal_equations_problem`.
+        vector_b: ``b`` as a vector: ``Aᵀb`` is then a matrix-vector product in float32.
 
     Returns:
         A :class:`NormalEquationsResult`.
@@ -105,7 +112,7 @@ def normal_equations_ab(
         >>> [label for label, _ in r.audit]
         ['Aᵀb', 'AᵀA']
     """
-    a, b = normal_equations_problem(m, n, cond, seed)
+    a, b = normal_equations_problem(m, n, cond, seed, vector_b)
     a64, b64 = a.double(), b.double()
     exact = torch.linalg.solve(a64.T @ a64, a64.T @ b64)
 

@@ -41,7 +41,7 @@ def plot_formats() -> Figure:
         >>> fig.axes[0].get_xlabel()
         'bit (0 = sign bit, counted from the most significant end)'
     """
-    fig, ax = plt.subplots(figsize=(9, 3.2))
+    fig, ax = plt.subplots(figsize=(7.0, 3.4))
     for row, (name, exp_bits, man_bits, _) in enumerate(FORMATS):
         y = len(FORMATS) - 1 - row
         fields = [("sign", 1), ("exponent", exp_bits), ("mantissa", man_bits)]
@@ -53,10 +53,10 @@ def plot_formats() -> Figure:
                 ax.add_patch(
                     Rectangle((x + b, y + 0.1), 1, 0.8, facecolor=_COLORS[kind], edgecolor="white")
                 )
-            label = {"dropped": f"{width} bits rounded away"}.get(kind, f"{width}")
-            ax.text(x + width / 2, y + 0.5, label, ha="center", va="center", fontsize=8)
+            label = {"dropped": f"{width} rounded away"}.get(kind, f"{width}")
+            ax.text(x + width / 2, y + 0.5, label, ha="center", va="center", fontsize=9)
             x += width
-        ax.text(-0.8, y + 0.5, name, ha="right", va="center", fontsize=10, fontweight="bold")
+        ax.text(-0.8, y + 0.5, name, ha="right", va="center", fontweight="bold")
     ax.set_xlim(-5, 33)
     ax.set_ylim(-0.1, len(FORMATS))
     ax.set_yticks([])
@@ -65,7 +65,7 @@ def plot_formats() -> Figure:
     ax.set_title("Floating-point formats: sign, exponent and mantissa bits")
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in _COLORS.values()]
     labels = ["sign", "exponent", "mantissa (explicit)", "float32 bits rounded away"]
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4)
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
@@ -102,7 +102,7 @@ def plot_qtlq_errors(
         'log'
     """
     lam = result.eigenvalues
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, ax = plt.subplots(figsize=(7.0, 6.2))
     floor = 1e-6 * float(lam.min())
     for m in methods:
         label, color, marker = _METHOD_STYLE[m]
@@ -128,8 +128,8 @@ def plot_qtlq_errors(
     ax.set_xlabel("true eigenvalue λ (dimensionless)")
     ax.set_ylabel("|diag(QᵀLQ) − λ| (same units as λ)")
     where = "real TF32" if result.tf32_real else f"TF32 emulated ({result.rounding})"
-    ax.set_title(f"Eigenvalues recovered through diag(QᵀLQ), n = {lam.numel()}, {where}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title(f"diag(QᵀLQ) against λ, n = {lam.numel()}, {where}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     return fig
 
@@ -163,7 +163,7 @@ def plot_qtlq_relative_errors(
     lam = c.eigenvalues
     agreement = model_agreement(c)
     quartile = 0.6744897501960817
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, ax = plt.subplots(figsize=(7.0, 6.2))
     floor = 2.0**-40
     series = [
         (c.both, "TF32: L and Q rounded", "#c44e52", "s"),
@@ -195,8 +195,8 @@ def plot_qtlq_relative_errors(
     ax.set_yscale("log")
     ax.set_xlabel("true eigenvalue λ (dimensionless)")
     ax.set_ylabel("|diag(QᵀLQ) − λ| / λ (relative, dimensionless)")
-    ax.set_title(f"Relative error of diag(QᵀLQ) by operand rounded to TF32, n = {c.n}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title(f"Relative error by operand rounded to TF32, n = {c.n}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     return fig
 

@@ -1,0 +1,52 @@
+"""The table rows of an audit report (private helper of :mod:`eigprec.audit`).
+
+Kept apart so that :mod:`eigprec.audit` stays a readable size; the public entry point is
+:meth:`eigprec.audit.AuditReport.rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["record_rows"]
+
+
+def record_rows(records: Sequence[Any], depth: int) -> list[dict[str, str]]:
+    """Format audit records as table rows of strings.
+
+    Args:
+        records: :class:`eigprec.audit.AuditRecord` objects, in the order to show.
+        depth: the audit's ``depth``; above 1 a row names all recorded frames.
+
+    Returns:
+        One dict per record: site (with the module path in brackets), op, shapes, calls,
+        TF32 error norm-wise, worst entry against its own size, worst entry against its
+        row·column scale ``‖A_i,:‖‖B_:,j‖`` (``–`` for convolutions), float32's norm-wise
+        error, and, when any record has one, the count of calls where TF32 gave inf/NaN.
+
+    Example:
+        >>> record_rows([], depth=1)
+        []
+    """
+    rows = [
+        {
+            "site": (r.where if depth > 1 else r.site) + (f" [{r.module}]" if r.module else ""),
+            "op": r.op if r.phase == "forward" else f"{r.op} in {r.phase[10:-1]}",
+            "shapes": " × ".join("x".join(map(str, s)) for s in r.shapes),
+            "calls": str(r.calls),
+            "TF32 err. (norm)": f"{r.norm_error:.1e}",
+            "TF32 err. (entry)": f"{r.entry_error:.1e}",
+            # the entry's error against the largest value its row and column could give:
+            # about 2**-12 for any GEMM; far below the entry column where C cancels
+            "TF32 err. (row·col)": (
+                "–" if r.scaled_entry_error is None else f"{r.scaled_entry_error:.1e}"
+            ),
+            "fp32 err. (norm)": "–" if r.fp32_norm_error is None else f"{r.fp32_norm_error:.1e}",
+        }
+        for r in records
+    ]
+    if any(r.tf32_nonfinite for r in records):  # only then, so that it cannot be missed
+        for row, r in zip(rows, records, strict=True):
+            row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)
+    return rows

@@ -212,3 +212,37 @@ def test_cpu_method_costs_times_one_thread_in_thread_cpu_time(monkeypatch):
     calls.clear()
     t = speed.cpu_method_costs(batch=2, n=20, repeats=1, threads=None)
     assert not calls and all(v != 1.0 for v in t.values())
+
+
+def test_every_figure_fits_the_column_with_readable_text():
+    # Issue 23: at most 7 in wide, no text under 9 pt, under the book's style; and the
+    # histogram names the tolerance it draws, not a formula the default no longer uses.
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eigprec.book import check_readable, use_book_style
+    from eigprec.chapters.clarke import plots
+
+    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
+    rows = [
+        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
+        for n in (2, 4)
+        for s in (0, 1)
+    ]
+    with matplotlib.rc_context():
+        use_book_style()
+        figs = [
+            plots.plot_crossing_family(ce.crossing_family(steps_per_unit=10)),
+            plots.plot_cpu_costs(costs),
+            plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
+            plots.plot_seed_sweep(rows, "toy data", floor=0.1),
+        ]
+        for fig in figs:
+            check_readable(fig)
+        labels = [t.get_text() for t in figs[2].axes[0].get_legend().get_texts()]
+        assert not any("8·eps" in s for s in labels), labels
+        for fig in figs:
+            plt.close(fig)

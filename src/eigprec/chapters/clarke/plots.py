@@ -35,7 +35,8 @@ def plot_crossing_family(fam: dict[str, Tensor]):
     """
     import matplotlib.pyplot as plt
 
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 3.8))
+    # One panel per row: side by side they would be shrunk below a readable size.
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(6.5, 6.4), sharex=True, layout="constrained")
     t = fam["t"].numpy()
     for k in range(3):
         ax0.plot(t, fam["eigenvalues"][:, k].numpy(), label=f"λ_{k}(t)")
@@ -61,17 +62,15 @@ def plot_crossing_family(fam: dict[str, Tensor]):
         )
     ax0.set(
         title="Eigenvalues of X(t) = Q diag(t, 0, 1) Qᵀ",
-        xlabel="t (dimensionless)",
-        ylabel="eigenvalue (dimensionless)",
+        ylabel="eigenvalue",
     )
     ax1.set(
-        title="Slopes from kth_eigvalsh's backward",
+        title="Slopes from kth_eigvalsh's backward pass",
         xlabel="t (dimensionless)",
-        ylabel="dλ_k/dt (offset ±0.03 for legibility)",
+        ylabel="dλ_k/dt (offset ±0.03)",
     )
-    ax0.legend()
-    ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    ax0.legend(loc="upper left")
+    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     return fig
 
 
@@ -86,7 +85,7 @@ def plot_cpu_costs(costs: dict[int, dict[str, float]]):
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(6.5, 4.6), layout="constrained")
     sizes = sorted(costs)
     width = 0.8 / len(_METHOD_LABELS)
     for j, (key, label) in enumerate(_METHOD_LABELS.items()):
@@ -104,8 +103,7 @@ def plot_cpu_costs(costs: dict[int, dict[str, float]]):
         xlabel="matrix size",
         ylabel="time ÷ eigvalsh time (×)",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     return fig
 
 
@@ -126,21 +124,20 @@ def plot_gap_histogram(gap, tol: float, step: float, resolution: float):
     import numpy as np
 
     g = np.asarray(gap, dtype=float)
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(6.5, 4.4), layout="constrained")
     lo = min(float(g.min()), tol, resolution) / 2
     bins = np.logspace(np.log10(lo), np.log10(float(g.max()) * 1.5), 40)
     ax.hist(g, bins=bins, color="C0", alpha=0.8, label="test inputs")
     ax.axvline(resolution, color="C3", ls=":", label="float32 resolution (eps·√n)")
-    ax.axvline(tol, color="C1", ls="--", label='"mean" tolerance (8·eps·√n)')
+    ax.axvline(tol, color="C1", ls="--", label='default "mean" tolerance')
     ax.axvline(step, color="C2", ls="-.", label="2 × median last step ‖ΔM‖₂")
     ax.set_xscale("log")
     ax.set(
         title="Eigen-gap at k of the trained model",
-        xlabel="relative gap min |λ_j − λ_k| / max |λ| (dimensionless)",
+        xlabel="relative gap min |λ_j − λ_k| / max |λ|",
         ylabel="number of test inputs",
     )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     return fig
 
 
@@ -157,7 +154,7 @@ def plot_seed_sweep(rows: list[dict[str, Any]], source: str, floor: float | None
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
     sizes = sorted({r["n"] for r in rows})
     for seed in sorted({r["seed"] for r in rows}):
         sel = sorted((r for r in rows if r["seed"] == seed), key=lambda r: r["n"])
@@ -176,6 +173,5 @@ def plot_seed_sweep(rows: list[dict[str, Any]], source: str, floor: float | None
         xlabel="matrix size n",
         ylabel="test RMSE (standardised target)",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
     return fig

@@ -46,3 +46,18 @@ def test_experiment_scores_both_factors_against_float64():
         factor_health_experiment([])
     with pytest.raises(ValueError, match="spike_step"):
         factor_health_experiment(settings, steps=5, spike_step=5)
+
+
+def test_low_rank_gradients_have_the_rank_asked_for_and_bad_ranks_are_refused():
+    from eigprec.chapters.degeneracy.factors import _gradients
+
+    grads = list(_gradients((10, 8), 0, 3, 1, 1000.0, rank=3))
+    assert all(int(torch.linalg.matrix_rank(g)) == 3 for g in grads)
+    assert torch.linalg.matrix_norm(grads[1]) > 100 * torch.linalg.matrix_norm(grads[0])
+    full = list(_gradients((10, 8), 0, 2, 1, 1.0))
+    assert int(torch.linalg.matrix_rank(full[0])) == 8
+    settings = [Setting("REKLS", dtype=torch.float64)]
+    h = factor_health_experiment(settings, shape=(8, 8), seeds=(0,), steps=4, spike_step=2, rank=2)
+    assert h.offdiag_L["REKLS float64"].shape == (1, 4)
+    with pytest.raises(ValueError, match="rank"):
+        factor_health_experiment(settings, shape=(8, 4), steps=4, spike_step=2, rank=5)

@@ -142,6 +142,7 @@ def test_module_exports_and_chapter_arms():
         "chapter_arms",
         "peak_spread",
         "practice_experiment",
+        "training_and_practice",
     }
     arms = practice.chapter_arms()
     assert len({a.label for a in arms}) == len(arms) == 20
@@ -161,3 +162,46 @@ def test_plot_peak_spread_draws_every_seed_and_refuses_unknown_labels():
     assert sum(len(c.get_offsets()) for c in dots) == 6
     with pytest.raises(KeyError, match="Lion"):
         plot_peak_spread(r, ["Lion"])
+
+
+def test_shared_prefix_gives_the_numbers_of_separate_runs():
+    # Clipping thresholds that never bite before the spike share one run up to it; one
+    # that bites earlier (0.5× the running mean) must be run on its own. Either way the
+    # curves are those of runs from step 0, bit for bit.
+    arms = [
+        Arm("REKLS", "high"),
+        Arm("REKLS", "high", clip=10.0),
+        Arm("REKLS", "high", clip=3.0),
+        Arm("REKLS", "high", clip=0.5),
+        Arm("Adam"),
+    ]
+    shared = practice_experiment(arms, seeds=(0, 1), **TOY)
+    alone = practice_experiment(arms, seeds=(0, 1), share_prefix=False, **TOY)
+    assert list(shared.losses) == [a.label for a in arms]
+    for label in alone.losses:
+        assert torch.equal(shared.losses[label], alone.losses[label]), label
+    early = alone.losses["REKLS high, clip 0.5×"][:, : TOY["spike_step"] + 1]
+    assert not torch.equal(early, alone.losses["REKLS high"][:, : TOY["spike_step"] + 1])
+
+
+def test_training_and_practice_give_the_separate_experiments_numbers():
+    from eigprec.chapters.degeneracy.practice import training_and_practice
+    from eigprec.chapters.degeneracy.training import Setting, training_experiment
+
+    settings = [
+        Setting("SOAP", dtype=torch.float64),
+        Setting("REKLS", "high"),
+        Setting("REKLS", "high", remedy="relative eps"),
+        Setting("SOAP", "highest", "high"),
+    ]
+    arms = [Arm("REKLS", "high", clip=3.0), Arm("Adam")]
+    kw = {k: TOY[k] for k in ("steps", "spike_step", "shape")}
+    train, prac = training_and_practice(settings, arms, seeds=(0, 1), batch=TOY["batch"], **kw)
+    ref_t = training_experiment(settings, seeds=(0, 1), batch=TOY["batch"], **kw)
+    ref_p = practice_experiment(arms, seeds=(0, 1), batch=TOY["batch"], **kw)
+    assert list(train.losses) == [s.label for s in settings]
+    assert list(prac.losses) == [a.label for a in arms]
+    for label, curves in ref_t.losses.items():
+        assert torch.equal(train.losses[label], curves), label
+    for label, curves in ref_p.losses.items():
+        assert torch.equal(prac.losses[label], curves), label

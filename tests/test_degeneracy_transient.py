@@ -122,3 +122,19 @@ def test_r_spectra_plot_draws_every_run():
     assert len(fig.axes[0].lines) == 2 and not math.isnan(fig.axes[1].lines[0].get_ydata()[0])
     with pytest.raises(IndexError):
         plot_r_spectra(runs, 6)
+
+
+def test_transient_takes_the_factor_beta_and_checks_it():
+    import torch
+
+    from eigprec.chapters.degeneracy.training import Setting
+    from eigprec.chapters.degeneracy.transient import transient_experiment
+
+    kw = {"spike_steps": (12,), "window": 2, "shape": (8, 4), "batch": 16}
+    s = [Setting("REKLS", dtype=torch.float64)]
+    a = transient_experiment(s, shampoo_beta=0.95, **kw)
+    b = transient_experiment(s, shampoo_beta=0.5, **kw)
+    assert a.config["shampoo_beta"] == 0.95 and b.config["shampoo_beta"] == 0.5
+    assert a.rows[0]["peak"] != b.rows[0]["peak"]  # β reaches the optimizer
+    with pytest.raises(ValueError, match="shampoo_beta"):
+        transient_experiment(s, shampoo_beta=1.0, **kw)

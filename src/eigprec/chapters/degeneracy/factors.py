@@ -80,14 +80,27 @@ class FactorHealth:
     update_rms: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-def _gradients(shape: tuple[int, int], seed: int, steps: int, spike_step: int, scale: float):
+def _gradients(
+    shape: tuple[int, int],
+    seed: int,
+    steps: int,
+    spike_step: int,
+    scale: float,
+    rank: int | None = None,
+):
     gen = torch.Generator().manual_seed(seed)
+    m, n = shape
     for k in range(steps):
-        g = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        if rank is None:
+            g = torch.randn(m, n, generator=gen, dtype=torch.float64)
+        else:
+            # A product of Gaussian factors: rank ``rank``, entries of unit variance.
+            a = torch.randn(m, rank, generator=gen, dtype=torch.float64)
+            g = a @ torch.randn(rank, n, generator=gen, dtype=torch.float64) / rank**0.5
         yield g * scale if k == spike_step else g
 
 
-def _run(setting: Setting, shape, seed, steps, spike_step, scale):
+def _run(setting: Setting, shape, seed, steps, spike_step, scale, rank=None):
     param = torch.nn.Parameter(torch.zeros(*shape, dtype=setting.dtype))
     opt = SOAP(
         [param],
@@ -104,7 +117,7 @@ def _run(setting: Setting, shape, seed, steps, spike_step, scale):
     )
     out = []
     with _precision_context(setting):
-        for g in _gradients(shape, seed, steps, spike_step, scale):
+        for g in _gradients(shape, seed, steps, spike_step, scale, rank):
             before = param.detach().clone()
             param.grad = g.to(setting.dtype)
             opt.step()
@@ -124,6 +137,7 @@ def factor_health_experiment(
     steps: int = 60,
     spike_step: int = 50,
     spike_scale: float = 1000.0,
+    rank: int | None = None,
 ) -> FactorHealth:
     """The spike experiment with i.i.d. gradients, measured on both factors.
 
@@ -137,6 +151,7 @@ def factor_health_experiment(
         steps: Steps per run.
         spike_step: 0-based step whose gradient is multiplied by ``spike_scale``.
         spike_scale: The spike's factor.
+        rank: Rank of every gradient (a product of Gaussian factors); ``None``: full rank.
 
     Returns:
         A :class:`FactorHealth`.
@@ -148,16 +163,24 @@ def factor_health_experiment(
         raise ValueError("need at least one setting and one seed")
     if not 0 <= spike_step < steps or not (spike_scale > 0 and math.isfinite(spike_scale)):
         raise ValueError(f"need 0 ≤ spike_step < steps and a positive scale, got {spike_step}")
+    if rank is not None and not 1 <= rank <= min(shape):
+        raise ValueError(f"rank must be in [1, {min(shape)}] or None, got {rank}")
     health = FactorHealth(tuple(shape), tuple(seeds))
     refs: dict[tuple[str, int], list] = {}
     for setting in settings:
         rows_L, rows_R, rows_u = [], [], []
         for seed in seeds:
             key = (setting.method, seed)
+            ref = Setting(setting.method, dtype=torch.float64)
             if key not in refs:
-                ref = Setting(setting.method, dtype=torch.float64)
-                refs[key] = _run(ref, shape, seed, steps, spike_step, spike_scale)
-            run = _run(setting, shape, seed, steps, spike_step, spike_scale)
+                refs[key] = _run(ref, shape, seed, steps, spike_step, spike_scale, rank)
+            # The float64 setting is its own reference: the same run, not run twice.
+            same = setting == ref
+            run = (
+                refs[key]
+                if same
+                else _run(setting, shape, seed, steps, spike_step, spike_scale, rank)
+            )
             for rows, side in ((rows_L, 0), (rows_R, 1)):
                 rows.append(
                     [

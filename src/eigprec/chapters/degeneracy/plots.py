@@ -66,7 +66,7 @@ def plot_rotation(result: RotationResult) -> Figure:
     ax.set_ylabel("rotation angle (degrees)")
     ax.set_title("An eigenvector is only as stable as its gap")
     ax.axvline(1.0, color="0.6", lw=0.8, ls=":")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -91,7 +91,7 @@ def plot_spike_angles(
         >>> len(plot_spike_angles([run], ref_step=2, k=2, spike_step=3).axes)
         2
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(6.8, 7.4), sharex=True, sharey=True)
     for i, run in enumerate(runs):
         # Curves that coincide (every run without damage sits near 0°) stay visible: each
         # run has its own dash pattern and marker, placed at staggered steps.
@@ -116,7 +116,7 @@ def plot_spike_angles(
         ax.set_ylim(-2, 92)
     axes[0].set_ylabel("angle (degrees)")
     for ax in axes:
-        ax.legend(fontsize=7, loc="center right")
+        ax.legend(fontsize=9, loc="center right")
     fig.tight_layout()
     return fig
 
@@ -140,7 +140,7 @@ def plot_spectra(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 70)) -
         >>> len(plot_spectra([run], window=(0, 6)).axes)
         2
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(2, 1, figsize=(6.8, 7.4))
     lo, hi = window
     for i, run in enumerate(runs):
         hi_i = min(hi, run.steps)
@@ -166,7 +166,7 @@ def plot_spectra(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 70)) -
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("|eigenvalue|")
         ax.set_title(f"Extreme eigenvalues of {name}")
-        ax.legend(fontsize=6, loc="center right")
+        ax.legend(fontsize=9, loc="center right")
     fig.tight_layout()
     return fig
 
@@ -217,7 +217,7 @@ def plot_approx_vs_true(runs: Sequence[SpikeRun], step: int) -> Figure:
     ax.set_xlabel("index (descending)")
     ax.set_ylabel("|eigenvalue|")
     ax.set_title(f"R's approximate eigenvalues used at step {step}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -238,7 +238,7 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
         >>> len(plot_factor_health([run], window=(0, 6)).axes)
         2
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(2, 1, figsize=(6.8, 7.0), sharex=True)
     lo, hi = window
     for i, run in enumerate(runs):
         hi_i = min(hi, run.steps)
@@ -260,6 +260,6 @@ def plot_factor_health(runs: Sequence[SpikeRun], window: tuple[int, int] = (40, 
     axes[1].set_title("How far L moves per step")
     for ax in axes:
         ax.set_xlabel("optimizer step")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=9)
     fig.tight_layout()
     return fig

@@ -22,9 +22,10 @@ Experiments return :class:`~eigprec.chapters.degeneracy.training.TrainingResult`
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -39,7 +40,15 @@ from eigprec.chapters.degeneracy.training import (
 from eigprec.precision import MATMUL_PRECISIONS
 from eigprec.soap import SOAP
 
-__all__ = ["ESTIMATORS", "METHODS", "Arm", "chapter_arms", "peak_spread", "practice_experiment"]
+__all__ = [
+    "ESTIMATORS",
+    "METHODS",
+    "Arm",
+    "chapter_arms",
+    "peak_spread",
+    "practice_experiment",
+    "training_and_practice",
+]
 
 #: Optimizers an :class:`Arm` can run.
 #:
@@ -182,6 +191,7 @@ def practice_experiment(
     lr: float = 0.1,
     eps: float = 1e-8,
     clip_beta: float = 0.9,
+    share_prefix: bool = True,
 ) -> TrainingResult:
     """Train the regression once per arm and seed, with one spiked gradient.
 
@@ -197,6 +207,9 @@ def practice_experiment(
         lr: Learning rate.
         eps: Adam's ε and the eigenvalue floor.
         clip_beta: EMA coefficient of the running gradient norm that clipping uses.
+        share_prefix: Run arms that differ only in ``clip`` once up to the spike and fork
+            them there, when no threshold would have clipped before it (the same numbers,
+            computed once; ``False`` runs every arm from step 0, for testing).
 
     Returns:
         A :class:`~eigprec.chapters.degeneracy.training.TrainingResult` keyed by
@@ -227,38 +240,92 @@ def practice_experiment(
         raise ValueError(f"clip_beta must be in [0, 1), got {clip_beta}")
     config = {"shape": shape, "batch": batch, "lr": lr, "eps": eps, "grad_scale": grad_scale}
     result = TrainingResult([], tuple(seeds), steps, spike_step, spike_scale, config=config)
+    curves = {a.label: torch.empty(len(seeds), steps + 1, dtype=torch.float64) for a in arms}
+    # Arms that differ only in the clipping threshold take the same steps until a clip first
+    # bites, so they share one run up to the spike and fork there (checked, not assumed: an
+    # arm whose threshold would have bitten earlier runs on its own from step 0).
+    groups: dict[Arm, list[Arm]] = {}
     for arm in arms:
-        curves = torch.empty(len(seeds), steps + 1, dtype=torch.float64)
-        with _precision_context(arm._setting()):
+        groups.setdefault(replace(arm, clip=None), []).append(arm)
+    for base, members in groups.items():
+        with _precision_context(base._setting()):
             for i, seed in enumerate(seeds):
-                curves[i] = _run(arm, Regression(shape, batch, 1.0, seed), result, clip_beta)
-        result.losses[arm.label] = curves
+                problem = Regression(shape, batch, 1.0, seed)
+                if not share_prefix or spike_step is None or len(members) == 1:
+                    for arm in members:
+                        curves[arm.label][i] = _Run(arm, problem, result, clip_beta).finish()
+                    continue
+                shared = _Run(base, problem, result, clip_beta)
+                shared.advance_to(spike_step)
+                for arm in members:
+                    if shared.clip_would_bite(arm.clip):
+                        run = _Run(arm, problem, result, clip_beta)
+                    else:
+                        run = shared.fork(arm)
+                    curves[arm.label][i] = run.finish()
+    for arm in arms:
+        result.losses[arm.label] = curves[arm.label]
     return result
 
 
-def _run(arm: Arm, problem: Regression, result: TrainingResult, clip_beta: float) -> torch.Tensor:
-    cfg = result.config
-    target = problem.target()
-    param = torch.nn.Parameter(torch.zeros(*problem.shape, dtype=arm.dtype))
-    opt = arm.build(param, cfg["lr"], cfg["eps"])
-    curve = torch.empty(result.steps + 1, dtype=torch.float64)
-    curve[0] = problem.loss(param.detach(), target)
-    norm_avg, weight = 0.0, 0.0  # EMA of clipped norms and its bias correction
-    for k in range(result.steps):
-        grad = problem.gradient(param.detach(), k, target) * cfg["grad_scale"]
-        if k == result.spike_step:
-            grad = grad * result.spike_scale
-        if arm.clip is not None:
+class _Run:
+    """One arm's run on one problem, which can be advanced, forked and finished."""
+
+    def __init__(
+        self, arm: Arm, problem: Regression, result: TrainingResult, clip_beta: float
+    ) -> None:
+        cfg = result.config
+        self.arm, self.problem, self.result, self.clip_beta = arm, problem, result, clip_beta
+        self.target = problem.target()
+        self.param = torch.nn.Parameter(torch.zeros(*problem.shape, dtype=arm.dtype))
+        self.opt = arm.build(self.param, cfg["lr"], cfg["eps"])
+        self.curve = torch.empty(result.steps + 1, dtype=torch.float64)
+        self.curve[0] = problem.loss(self.param.detach(), self.target)
+        self.norm_avg, self.weight = 0.0, 0.0  # EMA of clipped norms and its bias correction
+        # (running sum, its weight, norm) before each step ≥ 1: what a threshold compares
+        self.history: list[tuple[float, float, float]] = []
+        self.k = 0
+
+    def advance_to(self, stop: int) -> None:
+        cfg, result, arm = self.result.config, self.result, self.arm
+        for k in range(self.k, stop):
+            grad = self.problem.gradient(self.param.detach(), k, self.target) * cfg["grad_scale"]
+            if k == result.spike_step:
+                grad = grad * result.spike_scale
+            # The running norm is kept for every arm, so an unclipped run can tell when a
+            # clipped twin would first have clipped.
             norm = torch.linalg.matrix_norm(grad).item()
-            if weight > 0:
-                grad = grad * min(1.0, arm.clip * norm_avg / weight / norm)
-                norm = min(norm, arm.clip * norm_avg / weight)
-            norm_avg = clip_beta * norm_avg + (1 - clip_beta) * norm
-            weight = clip_beta * weight + (1 - clip_beta)
-        param.grad = grad.to(arm.dtype)
-        opt.step()
-        curve[k + 1] = problem.loss(param.detach(), target)
-    return curve
+            if self.weight > 0:
+                self.history.append((self.norm_avg, self.weight, norm))
+                if arm.clip is not None:
+                    grad = grad * min(1.0, arm.clip * self.norm_avg / self.weight / norm)
+                    norm = min(norm, arm.clip * self.norm_avg / self.weight)
+            self.norm_avg = self.clip_beta * self.norm_avg + (1 - self.clip_beta) * norm
+            self.weight = self.clip_beta * self.weight + (1 - self.clip_beta)
+            self.param.grad = grad.to(arm.dtype)
+            self.opt.step()
+            self.curve[k + 1] = self.problem.loss(self.param.detach(), self.target)
+        self.k = max(self.k, stop)
+
+    def clip_would_bite(self, clip: float | None) -> bool:
+        """Would clipping at ``clip`` × the running mean have changed a step so far?"""
+        # The very expression that scales the gradient above, so "would bite" is exact.
+        return clip is not None and any(clip * a / w / n < 1.0 for a, w, n in self.history)
+
+    def fork(self, arm: Arm) -> _Run:
+        """A copy that goes on as ``arm`` (same arm up to its clipping threshold)."""
+        twin = _Run(arm, self.problem, self.result, self.clip_beta)
+        with torch.no_grad():
+            twin.param.copy_(self.param)
+        twin.opt.state[twin.param] = copy.deepcopy(self.opt.state[self.param])
+        twin.curve.copy_(self.curve)
+        twin.norm_avg, twin.weight, twin.k = self.norm_avg, self.weight, self.k
+        twin.history = list(self.history)
+        return twin
+
+    def finish(self) -> torch.Tensor:
+        self.advance_to(self.result.steps)
+        return self.curve
 
 
 def peak_spread(result: TrainingResult) -> dict[str, dict[str, Any]]:
@@ -297,3 +364,79 @@ def peak_spread(result: TrainingResult) -> dict[str, dict[str, Any]]:
             "final": curves[:, -1].mean().item(),
         }
     return out
+
+
+def _as_arm(setting: Setting) -> Arm | None:
+    """The :class:`Arm` that trains exactly as ``setting`` does, if there is one."""
+    if setting.remedy != "none":
+        return None
+    return Arm(setting.method, setting.fp32_matmul_prec, setting.qr_fp32_matmul_prec, setting.dtype)
+
+
+def training_and_practice(
+    settings: Sequence[Setting],
+    arms: Sequence[Arm],
+    *,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    steps: int = 100,
+    spike_step: int = 50,
+    shape: tuple[int, int] = (128, 64),
+    batch: int = 256,
+) -> tuple[TrainingResult, TrainingResult]:
+    """The training experiment and the clipping study, sharing the runs they have in common.
+
+    An unclipped setting (no remedy) trains as the :class:`Arm` without ``clip`` does, and
+    the clipped arms share its steps up to the spike, so those settings run once, inside
+    :func:`practice_experiment`; the remedies run in
+    :func:`~eigprec.chapters.degeneracy.training.training_experiment`. Both at their
+    defaults otherwise (spike ×1000, lr 0.1, ε 1e-8, label noise 1).
+
+    Args:
+        settings: The training experiment's settings.
+        arms: The clipping study's arms.
+        seeds: Problem seeds of both.
+        steps: Optimizer steps of both.
+        spike_step: 0-based step of the spike.
+        shape: (m, n) of the weight.
+        batch: Samples per step.
+
+    Returns:
+        ``(training, practice)``: the training result with one curve per setting, in the
+        order given, and the practice result with one per arm.
+
+    Raises:
+        ValueError: as the two experiments.
+
+    Example:
+        >>> t, p = training_and_practice(
+        ...     [Setting("REKLS"), Setting("REKLS", remedy="relative eps")],
+        ...     [Arm("REKLS", clip=3.0)], seeds=(0,), steps=4, spike_step=2, shape=(6, 3),
+        ...     batch=8,
+        ... )
+        >>> list(t.losses), list(p.losses)
+        (['REKLS highest', 'REKLS highest + relative eps'], ['REKLS highest, clip 3×'])
+    """
+    from eigprec.chapters.degeneracy.training import training_experiment
+
+    settings, arms = list(settings), list(arms)
+    twins = {s.label: _as_arm(s) for s in settings}
+    extra = [a for a in twins.values() if a is not None and a.label not in {b.label for b in arms}]
+    common = {"seeds": seeds, "steps": steps, "spike_step": spike_step, "shape": shape}
+    prac = practice_experiment([*extra, *arms], batch=batch, **common)  # type: ignore[arg-type]
+    rest = [s for s in settings if twins[s.label] is None]
+    train = training_experiment(rest, batch=batch, **common) if rest else None  # type: ignore[arg-type]
+    losses = {}
+    for s in settings:
+        losses[s.label] = prac.losses[s.label] if twins[s.label] else train.losses[s.label]
+    merged = TrainingResult(
+        settings,
+        tuple(seeds),
+        steps,
+        prac.spike_step,
+        prac.spike_scale,
+        losses,
+        config={**(train.config if train else {}), **prac.config},
+    )
+    for arm in extra:
+        del prac.losses[arm.label]
+    return merged, prac

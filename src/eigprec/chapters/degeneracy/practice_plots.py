@@ -45,7 +45,7 @@ def plot_peak_spread(result: TrainingResult, labels: Sequence[str] | None = None
     for label in labels:
         if label not in spread:
             raise KeyError(f"no setting {label!r}; have {sorted(spread)}")
-    fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(labels) + 1.2))
+    fig, ax = plt.subplots(figsize=(6.8, 0.36 * len(labels) + 1.4))
     rows = np.arange(len(labels))[::-1]
     for y, label in zip(rows, labels, strict=True):
         s = spread[label]
@@ -57,7 +57,7 @@ def plot_peak_spread(result: TrainingResult, labels: Sequence[str] | None = None
     ax.set_xscale("log")
     ax.set_xlabel("population loss")
     ax.set_title(f"Spike ×{result.spike_scale:g} at step {result.spike_step}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

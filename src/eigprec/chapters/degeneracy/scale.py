@@ -21,7 +21,15 @@ __all__ = ["EXPERIMENTS", "experiment_kwargs"]
 #: Example:
 #:     >>> EXPERIMENTS[0]
 #:     'training'
-EXPERIMENTS = ("training", "cost", "transient", "sensitivity", "diagnosis", "practice")
+EXPERIMENTS = (
+    "training",
+    "cost",
+    "transient",
+    "sensitivity",
+    "diagnosis",
+    "practice",
+    "spike",
+)
 
 
 def _three(methods: tuple[str, ...]) -> list[Setting]:
@@ -40,7 +48,9 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
             :func:`~eigprec.chapters.degeneracy.training.training_experiment`),
             ``"practice"`` (:func:`~eigprec.chapters.degeneracy.practice.practice_experiment`),
             ``"transient"``, ``"sensitivity"`` (:mod:`~eigprec.chapters.degeneracy.transient`)
-            or ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`).
+            ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`)
+            or ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
+            fields of the angle experiment).
         full: Full scale; ``None`` reads :func:`eigprec.runtime.full_scale`.
 
     Returns:
@@ -56,6 +66,10 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
     if experiment not in EXPERIMENTS:
         raise ValueError(f"experiment must be one of {EXPERIMENTS}, got {experiment!r}")
     big = full_scale() if full is None else bool(full)
+    if experiment == "spike":
+        # The basis turns one step after the spike and the angle plots need the 50 steps
+        # after it; the full build follows the primer's 200 steps.
+        return {"steps": 200 if big else 100}
     if experiment in ("training", "practice"):
         # Five seeds at both scales: the chapter's advice rests on these runs. The peak comes
         # 20-40 steps after the spike at step 50, so 100 steps are the least that see it.

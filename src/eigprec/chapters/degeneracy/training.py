@@ -254,12 +254,19 @@ class Regression:
 class _Trainer:
     """One run in progress; ``fork()`` copies it so a spike can branch off."""
 
-    def __init__(self, setting: Setting, problem: Regression, lr: float, eps: float) -> None:
-        self.setting, self.lr, self.eps = setting, lr, eps
+    def __init__(
+        self,
+        setting: Setting,
+        problem: Regression,
+        lr: float,
+        eps: float,
+        shampoo_beta: float = 0.95,
+    ) -> None:
+        self.setting, self.lr, self.eps, self.shampoo_beta = setting, lr, eps, shampoo_beta
         self.problem = problem
         self.target = problem.target()
         self.param = torch.nn.Parameter(torch.zeros(*problem.shape, dtype=setting.dtype))
-        self.opt = build_optimizer(setting, self.param, lr, eps)
+        self.opt = build_optimizer(setting, self.param, lr, eps, shampoo_beta=shampoo_beta)
         self.step = 0
 
     def advance(self, scale: float = 1.0) -> float:
@@ -272,7 +279,7 @@ class _Trainer:
     def fork(self) -> _Trainer:
         # Not deepcopy(self): torch.optim.Optimizer pickles only its state and groups, so a
         # deep copy would lose the options SOAP keeps as attributes.
-        twin = _Trainer(self.setting, self.problem, self.lr, self.eps)
+        twin = _Trainer(self.setting, self.problem, self.lr, self.eps, self.shampoo_beta)
         with torch.no_grad():
             twin.param.copy_(self.param)
         twin.opt.state[twin.param] = copy.deepcopy(self.opt.state[self.param])

@@ -54,9 +54,9 @@ def plot_training(result: TrainingResult, labels: Sequence[str] | None = None) -
         if label not in result.losses:
             raise KeyError(f"no setting {label!r}; have {sorted(result.losses)}")
     methods = sorted({label.split()[0] for label in labels})
-    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 4.2), squeeze=False)
+    fig, axes = plt.subplots(len(methods), 1, figsize=(6.8, 4.2 * len(methods)), squeeze=False)
     steps = np.arange(result.steps + 1)
-    for ax, method in zip(axes[0], methods, strict=True):
+    for ax, method in zip(axes[:, 0], methods, strict=True):
         mine = [label for label in labels if label.split()[0] == method]
         for i, label in enumerate(mine):
             curves = result.losses[label].numpy()
@@ -78,7 +78,7 @@ def plot_training(result: TrainingResult, labels: Sequence[str] | None = None) -
         ax.set_ylabel("population loss per output")
         spike = "" if result.spike_step is None else f", ×{result.spike_scale:g} spike"
         ax.set_title(f"{method}{spike} ({len(result.seeds)} seeds)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -92,7 +92,7 @@ def plot_transient(result: TransientResult) -> Figure:
     Returns:
         The figure.
     """
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(6.8, 8.0))
     labels = list(dict.fromkeys(r["setting"] for r in result.rows))
     spikes = sorted({r["spike step"] for r in result.rows})
     for i, label in enumerate(labels):
@@ -130,11 +130,11 @@ def plot_transient(result: TransientResult) -> Figure:
     ax.set_xlabel("spike step")
     ax.set_ylabel("population loss per output")
     ax.set_title(f"Largest loss within {result.config['window']} steps of the spike")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     ax2.set_xlabel("spike step")
     ax2.set_ylabel("λ₁/λ₂ of L just before the spike")
     ax2.set_title("How isotropic L is when the spike arrives")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -163,7 +163,7 @@ def plot_sensitivity(result: SensitivityResult, label: str, reference: str) -> F
             f"{value:.3g}",
             ha="center",
             va="center",
-            fontsize=7,
+            fontsize=9,
             color="white" if np.log10(value) > 1.2 else "black",
         )
     ax.set_xticks(range(len(result.scales)), [f"×{s:g}" for s in result.scales.tolist()])
@@ -196,7 +196,7 @@ def plot_r_spectra(
         if not 0 <= step < tr.eig_R.shape[0]:
             raise IndexError(f"step {step} is outside the trace of {tr.label!r}")
     panels = 2 if reference is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 4.2), squeeze=False)
+    fig, axes = plt.subplots(panels, 1, figsize=(6.8, 4.2 * panels), squeeze=False)
     ax = axes[0, 0]
     runs = list(traces) + ([reference] if reference is not None else [])
     for i, tr in enumerate(runs):
@@ -206,9 +206,9 @@ def plot_r_spectra(
     ax.set_xlabel("index i (descending)")
     ax.set_ylabel("|λᵢ(R)|")
     ax.set_title(f"R's spectrum after step {step}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     if reference is not None:
-        ax = axes[0, 1]
+        ax = axes[1, 0]
         for i, tr in enumerate(traces):
             ratio = (tr.eig_R[step] / reference.eig_R[step]).abs().numpy()
             ax.plot(ratio, _STYLES[i % 4], color=f"C{i}", label=tr.label)
@@ -217,6 +217,6 @@ def plot_r_spectra(
         ax.set_xlabel("index i (descending)")
         ax.set_ylabel(f"λᵢ(R) / λᵢ(R) of {reference.label}")
         ax.set_title(f"Per-eigenvalue ratio to float64 after step {step}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=9)
     fig.tight_layout()
     return fig

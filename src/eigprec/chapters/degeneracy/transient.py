@@ -95,6 +95,7 @@ def transient_experiment(
     lr: float = 0.1,
     eps: float = 1e-8,
     k: int = 8,
+    shampoo_beta: float = 0.95,
 ) -> TransientResult:
     """Spike the same training at several steps; record the loss jump and L's state before.
 
@@ -110,6 +111,7 @@ def transient_experiment(
         lr: Learning rate.
         eps: Adam's ε and the eigenvalue floor.
         k: Size of the top subspace whose turn is recorded.
+        shampoo_beta: β of the factors' EMA; the first step's weight decays as βᵗ.
 
     Returns:
         A :class:`TransientResult`.
@@ -129,13 +131,15 @@ def transient_experiment(
         raise ValueError(f"k must be in [1, {shape[0]}], got {k}")
     last = steps[-1] + window
     _check_common(last, None, lr, eps)
+    if not 0 < shampoo_beta < 1:
+        raise ValueError(f"shampoo_beta must be in (0, 1), got {shampoo_beta}")
     problem = Regression(shape, batch, noise, seed)
     rows: list[dict[str, Any]] = []
     curves: dict[tuple[str, int], torch.Tensor] = {}
     baseline: dict[str, torch.Tensor] = {}
     for setting in settings:
         with _precision_context(setting):
-            base = _Trainer(setting, problem, lr, eps)
+            base = _Trainer(setting, problem, lr, eps, shampoo_beta)
             losses = [problem.loss(base.param.detach(), base.target)]
             history: collections.deque[torch.Tensor] = collections.deque(maxlen=11)
             for step in range(last):
@@ -175,6 +179,7 @@ def transient_experiment(
         r["peak vs float64"] = r["peak"] / ref if ref is not None else math.nan
     config = {"spike_steps": steps, "window": window, "spike_scale": spike_scale, "seed": seed}
     config |= {"shape": shape, "batch": batch, "noise": noise, "lr": lr, "eps": eps}
+    config["shampoo_beta"] = shampoo_beta
     return TransientResult(rows, curves, baseline, config)
 
 

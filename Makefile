@@ -13,7 +13,7 @@ STAMP := $(VENV)/.eigprec-installed
 CACHE_KEY_FILE := $(BUILD)/.eigprec-cache-key
 JB := $(BIN)/jupyter-book build . --builder html --keep-going
 
-# Progress bars as text in executed pages (a widget would need network scripts);
+# Progress bars as text in a terminal only, never in a cell output (eigprec.book.progress);
 # kernels found in .venv before any user-level kernelspec.
 export EIGPREC_PROGRESS := text
 export JUPYTER_PREFER_ENV_PATH := 1

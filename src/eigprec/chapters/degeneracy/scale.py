@@ -1,7 +1,7 @@
 """Chapter-scale and full-scale arguments of the degeneracy chapter's experiments.
 
 The chapter must execute in minutes on a 2-core CPU; the publishing build on a GPU sets
-``EIGPREC_FULL=1`` (:func:`eigprec.runtime.full_scale`) and runs larger grids. One place
+``EIGPREC_FULL=1`` (:func:`eigprec.book.full_scale`) and runs larger grids. One place
 decides both, so the page and its tests agree on what "the chapter's defaults" are.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from eigprec.chapters.degeneracy.training import Setting, chapter_settings
-from eigprec.runtime import full_scale
+from eigprec.book import full_scale
 
 __all__ = ["EXPERIMENTS", "experiment_kwargs"]
 
@@ -51,7 +51,7 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
             ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`)
             or ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
             fields of the angle experiment).
-        full: Full scale; ``None`` reads :func:`eigprec.runtime.full_scale`.
+        full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
 
     Returns:
         A fresh dict of keyword arguments.

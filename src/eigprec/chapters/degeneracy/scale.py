@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from eigprec.chapters.degeneracy.training import Setting, chapter_settings
 from eigprec.book import full_scale
+from eigprec.chapters.degeneracy.training import Setting, chapter_settings
 
 __all__ = ["EXPERIMENTS", "experiment_kwargs"]
 

@@ -24,7 +24,9 @@ What Colab does, and how it is imitated here without a network or a GPU:
   ``make test``), so the failure can be read after the run.
 
 Usage: ``python tools/colab_check.py _build/notebooks/book/*.ipynb --workdir _build/colab``
-(``make colab-check`` runs the reader's notebooks that ``make notebooks`` wrote)
+(``make colab-check`` runs the reader's notebooks that ``make notebooks`` wrote). Notebooks
+run side by side, one Colab session (environment, checkout copy, folder, kernel) each,
+``--jobs`` at once (default: one per CPU, one thread per kernel), longest first.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,13 +238,54 @@ def _errored(cell: dict) -> bool:
     return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
 
 
+def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int, threads: int):
+    """One notebook in its own Colab session (a process of its own): its own fresh
+    environment, its own copy of the checkout (pip builds a local project in place, so
+    two sessions must not share one), its own folder. Returns (ok, message, seconds)."""
+    t0 = time.monotonic()
+    # A failure kept from an earlier run must not outlive a run that passes.
+    for stale in (f"{path.stem}.ipynb", f"{path.stem}.traceback.txt"):
+        (workdir / "failed" / stale).unlink(missing_ok=True)
+    session = workdir / "sessions" / path.stem
+    try:
+        if session.exists():
+            shutil.rmtree(session)
+        session.mkdir(parents=True)
+        own_package = shutil.copytree(package, session / "checkout", symlinks=True)
+        _, jupyter = make_environment(session)
+        os.environ["JUPYTER_PATH"] = str(jupyter)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        seen = run_notebook(path.resolve(), url, own_package, workdir, timeout)
+    except ColabCheckError as exc:
+        return False, f"FAIL {path.name} ({time.monotonic() - t0:.0f} s)\n{exc}", 0.0
+    seconds = time.monotonic() - t0
+    return (
+        True,
+        f"ok   {path.name}: every cell ran in {seconds:.0f} s in a fresh "
+        "environment where `import eigprec` failed before the setup cell installed it; "
+        f"TF32 emulated: {seen['tf32_emulated']}",
+        seconds,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--workdir", type=Path, default=ROOT / "_build" / "colab")
     parser.add_argument("--config", type=Path, default=ROOT / "_config.yml")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument(
+        "--jobs", type=int, default=0, help="notebooks at once, each its own session (0: CPUs)"
+    )
+    parser.add_argument(
+        "--times",
+        type=Path,
+        default=ROOT / "_build" / "execution-seconds.json",
+        help="the build's execution times per page (tools/execute_pages.py): longest first",
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 0:
+        parser.error(f"--jobs must be >= 0, got {args.jobs}")
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -250,29 +294,32 @@ def main(argv: list[str] | None = None) -> int:
     # What a Colab kernel's environment has and has not: none of the book build's settings.
     for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "PYTHONPATH"):
         os.environ.pop(name, None)
+    try:
+        known = json.loads(args.times.read_text())
+    except (OSError, ValueError):
+        known = {}
+    notebooks = sorted(
+        args.notebooks, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True
+    )
+    cpus = os.cpu_count() or 1
+    jobs = min(args.jobs or cpus, len(notebooks))
+    threads = max(1, cpus // jobs)
+    print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once")
     failures = []
-    for path in args.notebooks:
-        t0 = time.monotonic()
-        # A failure kept from an earlier run must not outlive a run that passes.
-        for stale in (f"{path.stem}.ipynb", f"{path.stem}.traceback.txt"):
-            (workdir / "failed" / stale).unlink(missing_ok=True)
-        try:
-            # A new Colab session per notebook: the previous one's install is gone.
-            _, jupyter = make_environment(workdir)
-            os.environ["JUPYTER_PATH"] = str(jupyter)
-            seen = run_notebook(path.resolve(), url, package, workdir, args.timeout)
-        except ColabCheckError as exc:
-            failures.append(path.name)
-            print(f"FAIL {path.name} ({time.monotonic() - t0:.0f} s)\n{exc}")
-            continue
-        print(
-            f"ok   {path.name}: every cell ran in {time.monotonic() - t0:.0f} s in a fresh "
-            "environment where `import eigprec` failed before the setup cell installed it; "
-            f"TF32 emulated: {seen['tf32_emulated']}"
-        )
+    # A new Colab session per notebook: none sees another's install.
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {
+            pool.submit(_check_one, p, url, package, workdir, args.timeout, threads): p
+            for p in notebooks
+        }
+        for future, path in futures.items():
+            ok, message, _ = future.result()
+            print(message, flush=True)
+            if not ok:
+                failures.append(path.name)
     total = time.monotonic() - started
     print(
-        f"colab check: {len(args.notebooks) - len(failures)} of {len(args.notebooks)} "
+        f"colab check: {len(notebooks) - len(failures)} of {len(notebooks)} "
         f"notebooks ran as in Colab, {total:.0f} s in all"
     )
     return 1 if failures else 0

@@ -2,27 +2,21 @@
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "tools"))
+from book_toc import toc_files
+
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 
 
 def _toc_files(toc: dict) -> list[str]:
-    files = [toc["root"]]
-
-    def walk(entries: list[dict]) -> None:
-        for entry in entries:
-            files.append(entry["file"])
-            walk(entry.get("sections", []))
-
-    walk(toc.get("chapters", []))
-    for part in toc.get("parts", []):
-        walk(part["chapters"])
-    return files
+    return toc_files(toc)
 
 
 def _source(cell: dict) -> str:

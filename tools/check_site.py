@@ -27,6 +27,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from book_toc import toc_files
+
 COLAB = "https://colab.research.google.com/github"
 # Attributes that make the browser fetch something as part of the page.
 LOADING = {("script", "src"), ("img", "src"), ("iframe", "src"), ("source", "src")}
@@ -183,18 +185,8 @@ def check_colab(site: Path, config_path: Path) -> tuple[list[str], list[str]]:
     repo = config["repository"]
     book_path = repo.get("path_to_book", "") or ""
     branch = repo.get("branch", "main")
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries: list[dict]) -> None:
-        # A chapter's details pages are its `sections` and carry Colab buttons too.
-        for entry in entries:
-            files.append(entry["file"])
-            walk(entry.get("sections", []))
-
-    walk(toc.get("chapters", []))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
+    # A chapter's details pages are its `sections` and carry Colab buttons too.
+    files = toc_files(yaml.safe_load((root / "_toc.yml").read_text()))
     problems, checked = [], []
     for file in files:
         notebook = root / f"{file}.ipynb"

@@ -28,26 +28,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from book_toc import read_toc_files
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def toc_notebooks(toc_path: Path) -> list[Path]:
     """Every ``.ipynb`` page the table of contents lists, sections included, in order."""
-    import yaml
-
-    toc = yaml.safe_load(toc_path.read_text())
     root = toc_path.parent
-    files = [toc["root"]]
-
-    def walk(entries: list[dict]) -> None:
-        for entry in entries:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections", []))
-
-    walk(toc.get("chapters", []))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
+    files = read_toc_files(toc_path)
     return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
 
 

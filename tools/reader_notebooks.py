@@ -43,6 +43,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from book_toc import toc_files
 from reader_cells import kept_definitions
 from reader_markdown import Context, GenerationError, convert_markdown, load_bibliography
 
@@ -255,19 +256,8 @@ def _git_ref(root: Path) -> str:
 
 
 def toc_pages(toc: dict) -> list[str]:
-    """Every page of a jupyter-book ``_toc.yml``, in order."""
-    pages = [toc["root"]]
-
-    def walk(entries: list[dict]) -> None:
-        for entry in entries:
-            if "file" in entry:
-                pages.append(entry["file"])
-            walk(entry.get("sections", []))
-
-    walk(toc.get("chapters", []))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
-    return pages
+    """Every page of a jupyter-book ``_toc.yml``, in order (:func:`book_toc.toc_files`)."""
+    return toc_files(toc)
 
 
 def generate(

@@ -43,6 +43,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from schedule import load_times, longest_first, plan
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_NAME = "eigprec-colab-sim"
 # Left out of the fresh environment: the package itself (only the setup cell may
@@ -294,16 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     # What a Colab kernel's environment has and has not: none of the book build's settings.
     for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "PYTHONPATH"):
         os.environ.pop(name, None)
-    try:
-        known = json.loads(args.times.read_text())
-    except (OSError, ValueError):
-        known = {}
-    notebooks = sorted(
-        args.notebooks, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True
-    )
-    cpus = os.cpu_count() or 1
-    jobs = min(args.jobs or cpus, len(notebooks))
-    threads = max(1, cpus // jobs)
+    notebooks = longest_first(args.notebooks, load_times(args.times))
+    jobs, threads = plan(args.jobs, len(notebooks))
     print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once")
     failures = []
     # A new Colab session per notebook: none sees another's install.

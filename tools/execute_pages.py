@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from book_toc import read_toc_files
+from schedule import load_times, longest_first, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,15 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     if not pages:
         print("execute_pages: no notebook page in the toc")
         return 0
-    cpus = os.cpu_count() or 1
     # Longest pages first (last run's times, else file size), so the longest run does
     # not start last.
     times_file = args.cache.parent / "execution-seconds.json"
-    try:
-        known = json.loads(times_file.read_text())
-    except (OSError, ValueError):
-        known = {}
-    pages.sort(key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
+    known = load_times(times_file)
+    pages = longest_first(pages, known)
     cache = get_cache(str(args.cache))
     cached = [p for p in pages if _is_cached(cache, p)]
     for page in cached:
@@ -96,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     pages = [p for p in pages if p not in cached]
     if not pages:
         return 0
-    jobs = min(args.jobs or cpus, len(pages))
     # Threads per kernel so that the kernels together use the machine's cores once.
-    os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // jobs))
+    jobs, threads = plan(args.jobs, len(pages))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
     started = time.monotonic()
     print(
         f"execute_pages: {len(pages)} pages, {jobs} at once, "

@@ -1,0 +1,72 @@
+"""How the page runners share a machine: how many at once, threads each, longest first.
+
+``tools/execute_pages.py`` (pages into MyST-NB's cache) and ``tools/colab_check.py`` (the
+reader's notebooks, one Colab-like session each) run one notebook per process. Both use
+the machine's cores once — ``jobs`` processes of ``cpus // jobs`` threads — and start the
+longest notebooks first, by the last run's times in ``_build/execution-seconds.json``
+(file size where a notebook has no time yet), so that the longest run does not start last.
+
+Example:
+    >>> plan(jobs=0, items=3, cpus=2)
+    (2, 1)
+    >>> plan(jobs=1, items=3, cpus=4)
+    (1, 4)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+__all__ = ["load_times", "longest_first", "plan"]
+
+
+def load_times(path: Path) -> dict[str, float]:
+    """The last run's seconds per notebook name, or ``{}`` where there is no readable file.
+
+    Args:
+        path: the JSON file (``{"tf32.ipynb": 61.2, ...}``).
+
+    Returns:
+        Notebook file name -> seconds.
+    """
+    try:
+        known = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def longest_first(paths: list[Path], known: dict[str, float]) -> list[Path]:
+    """``paths`` ordered by the last run's seconds, then by file size, largest first.
+
+    Args:
+        paths: notebook files.
+        known: notebook file name -> seconds (see :func:`load_times`).
+
+    Returns:
+        A new list, the longest first.
+    """
+    return sorted(paths, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
+
+
+def plan(jobs: int, items: int, cpus: int | None = None) -> tuple[int, int]:
+    """How many processes at once, and threads each, to use ``cpus`` cores once.
+
+    Args:
+        jobs: processes asked for; 0 means one per CPU.
+        items: notebooks to run (never more processes than these).
+        cpus: cores to use (default: ``os.cpu_count()``).
+
+    Returns:
+        ``(processes, threads per process)``, each at least 1.
+
+    Raises:
+        ValueError: if ``jobs`` or ``items`` is negative.
+    """
+    if jobs < 0 or items < 0:
+        raise ValueError(f"jobs and items must be >= 0, got jobs={jobs}, items={items}")
+    cpus = cpus or os.cpu_count() or 1
+    processes = max(1, min(jobs or cpus, items))
+    return processes, max(1, cpus // processes)

@@ -512,7 +512,9 @@ def emulate_tf32(
     emulation off midway (torch's setters called directly can).
 
     Args:
-        rounding: how operands are rounded to TF32 (``"rna"`` matches Ampere cuBLAS).
+        rounding: how operands are rounded to TF32: ``"rna"`` matches the public
+            observations of cuBLAS on Ampere GPUs; an H100 (torch 2.11, CUDA 13) recorded
+            for the book rounded ties to even, ``"rne"``. The tie rule is the GPU's.
         force: emulate on devices with real TF32 too.
         convolutions: emulate convolutions; None follows cuDNN's TF32 switch.
 

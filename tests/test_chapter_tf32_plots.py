@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -69,6 +70,31 @@ def test_error_figure_is_labelled_and_has_predicted_lines():
 def test_hex_float():
     assert tp.hex_float(1 + 2**-11) == "0x1.002p+0"
     assert tp.hex_float(float("nan")) == "nan"
+
+
+@pytest.mark.parametrize(
+    "v",
+    [1 + 2**-11, -(1 + 2**-11), 2 - 2**-12, 1024.5, 3.4028234663852886e38, 2.0**-130 + 2.0**-137],
+)
+def test_hex_significand_reads_back_exactly(v):
+    e = tp.binade(v)
+    assert float.fromhex(tp.hex_significand(v, e)) * 2.0**e == v
+    # the rounded value of a tie that carries into the next binade reads as 2 on its row
+    assert tp.hex_significand(2.0, 0) == "2"
+
+
+def test_hex_significand_rejects_a_value_outside_its_row():
+    with pytest.raises(ValueError, match="hexadecimal digit"):
+        tp.hex_significand(1024.0, 0)
+
+
+def test_short_float_is_the_same_number_narrower():
+    for v in (280690.0, -5.1512, 0.52618, 2.4999e6, 1.66e-5, -27.317):
+        for digits in (2, 4, 5):
+            text = tp.short_float(v, digits)
+            assert float(text) == float(format(v, f".{digits}g")) and "+" not in text
+    with pytest.raises(ValueError):
+        tp.short_float(1.0, 0)
 
 
 def test_docstring_examples():

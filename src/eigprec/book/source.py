@@ -24,8 +24,11 @@ _MARKER = re.compile(r"^\s*# \[(/?)show:([\w-]+)\]\s*$")
 class SourceListing:
     """Source code of one object, with where it lives.
 
-    Renders syntax-highlighted HTML in notebooks (the built book, Jupyter, Colab)
-    with inline styles, so no stylesheet is needed, and plain text elsewhere.
+    Renders syntax-highlighted HTML in notebooks and plain text elsewhere. The HTML
+    carries Pygments' CSS classes inside a ``div.highlight``, not inline colours: the
+    book's theme colours them with its own Pygments stylesheets, one for its light and
+    one for its dark theme, both at WCAG contrast. Where a page loads no such
+    stylesheet the listing reads as plain monospaced code.
 
     Attributes:
         qualname: the object's qualified name, e.g. ``"eigprec.round_tf32"``.
@@ -63,11 +66,12 @@ class SourceListing:
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
 
-        formatter = HtmlFormatter(noclasses=True, style="friendly", nowrap=False)
+        # Classes, not inline colours: an inline colour is right for one theme only.
+        formatter = HtmlFormatter(noclasses=False, cssclass="highlight", nowrap=False)
         body = highlight(self.code, PythonLexer(), formatter)
         return (
             '<div class="eigprec-source" style="margin:4px 0">'
-            f'<div style="font-size:0.85em;color:#555;margin-bottom:2px">'
+            f'<div style="font-size:0.85em;margin-bottom:2px">'
             f"<code>{html.escape(self.header)}</code></div>"
             f'<div style="overflow-x:auto;font-size:0.85em">{body}</div></div>'
         )

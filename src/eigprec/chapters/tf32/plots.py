@@ -13,7 +13,16 @@ from matplotlib.patches import Rectangle
 from eigprec.chapters.tf32.experiments import FORMATS, DiagQtLQResult, predicted_median_error
 from eigprec.chapters.tf32.model import RoundingContributions, model_agreement
 
-__all__ = ["hex_float", "plot_formats", "plot_qtlq_errors", "plot_qtlq_relative_errors"]
+__all__ = [
+    "binade",
+    "hex_float",
+    "hex_significand",
+    "plot_formats",
+    "plot_qtlq_errors",
+    "plot_qtlq_relative_errors",
+    "power_of_two",
+    "short_float",
+]
 
 _COLORS = {"sign": "#c44e52", "exponent": "#4c72b0", "mantissa": "#55a868", "dropped": "#dddddd"}
 _METHOD_STYLE = {
@@ -220,3 +229,106 @@ def hex_float(v: float) -> str:
     mantissa, _, exponent = v.hex().partition("p")
     mantissa = mantissa.rstrip("0").rstrip(".")
     return f"{mantissa}p{exponent}"
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def short_float(v: float, digits: int = 4, *, exponent: bool = False) -> str:
+    """A float in ``g`` notation with ``digits`` significant digits and a bare exponent.
+
+    ``2.807e5`` instead of ``2.807e+05``: the same number (Python reads it back), three
+    characters narrower, which is what lets a table of them fit a phone's column.
+
+    Args:
+        v: a Python float (NaN and infinities allowed).
+        digits: significant digits, at least 1.
+        exponent: always write an exponent (``e`` notation), as a column of errors
+            spanning several decades reads best.
+
+    Returns:
+        e.g. ``"2.807e5"``, ``"-5.151"``, ``"1.7e-4"``.
+
+    Raises:
+        ValueError: if ``digits`` is below 1.
+
+    Example:
+        >>> short_float(280690.0), short_float(-5.1512), short_float(1.7e-4, 2)
+        ('2.807e5', '-5.151', '0.00017')
+        >>> short_float(1.66e-5, 2), short_float(0.17, 2, exponent=True)
+        ('1.7e-5', '1.7e-1')
+    """
+    if digits < 1:
+        raise ValueError(f"digits must be at least 1, got {digits}")
+    text = format(float(v), f".{digits - 1}e" if exponent else f".{digits}g")
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if e else text
+
+
+def binade(v: float) -> int:
+    """The exponent ``e`` with ``2**e <= |v| < 2**(e + 1)`` (0 for zero, NaN and infinities).
+
+    Args:
+        v: a Python float.
+
+    Returns:
+        The binade's exponent; for a float32 subnormal, below -126.
+
+    Example:
+        >>> binade(1.5), binade(1024.5), binade(2.0**-130), binade(0.0)
+        (0, 10, -130, 0)
+    """
+    v = float(v)
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return 0
+    return math.frexp(v)[1] - 1
+
+
+def power_of_two(e: int) -> str:
+    """``2**e`` written with a superscript exponent, e.g. ``"2¹²⁷"``, ``"2⁻¹³⁰"``.
+
+    Example:
+        >>> power_of_two(127), power_of_two(-130)
+        ('2¹²⁷', '2⁻¹³⁰')
+    """
+    return "2" + str(int(e)).translate(_SUPERSCRIPT)
+
+
+def hex_significand(v: float, e: int) -> str:
+    """``v / 2**e`` in hexadecimal, without ``0x`` or exponent: the mantissa bits of ``v``
+    read against the binade ``2**e`` of its row (trailing zero digits dropped).
+
+    A table whose rows each share one power of two shows the bits a rounding keeps or
+    drops, column by column, in a few characters: ``1.002`` and ``1.004`` instead of
+    ``0x1.002p+0`` and ``0x1.004p+0``.
+
+    Args:
+        v: a Python float (NaN and infinities allowed).
+        e: the row's exponent; ``v / 2**e`` must be exact and below 16 in magnitude.
+
+    Returns:
+        e.g. ``"1.002"``, ``"-1.004"``, ``"2"``, ``"inf"``, ``"nan"``, ``"-0"``.
+
+    Raises:
+        ValueError: if ``|v| / 2**e`` is 16 or more.
+
+    Example:
+        >>> hex_significand(1 + 2**-11, 0), hex_significand(2.0, 0)
+        ('1.002', '2')
+        >>> hex_significand(-(2.0**-130 + 2.0**-137), -130), hex_significand(-0.0, 0)
+        ('-1.02', '-0')
+    """
+    v = float(v)
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    sign = "-" if math.copysign(1.0, v) < 0 else ""
+    s = math.ldexp(abs(v), -int(e))
+    if s >= 16:
+        raise ValueError(f"{v!r} is 2**{e} times {s}, not a single hexadecimal digit")
+    whole, frac = int(s), s - int(s)
+    digits = ""
+    while frac:  # exact: each step shifts four bits of a finite binary fraction
+        frac *= 16
+        digits += "0123456789abcdef"[int(frac)]
+        frac -= int(frac)
+    return f"{sign}{whole:x}" + (f".{digits}" if digits else "")

@@ -169,6 +169,21 @@ def test_load_diabetes_is_real_bundled_data():
     assert tuple(d["X"].shape) == (442, 10) and d["source"] == "diabetes"
 
 
+def _small_figures(plots) -> list:
+    """The costs, gap-histogram and seed-sweep figures, drawn from small stand-in data."""
+    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
+    rows = [
+        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
+        for n in (2, 4)
+        for s in (0, 1)
+    ]
+    return [
+        plots.plot_cpu_costs(costs),
+        plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
+        plots.plot_seed_sweep(rows, "toy data", floor=0.1),
+    ]
+
+
 def test_new_figures_have_titles_labels_and_legends():
     pytest.importorskip("matplotlib")
     import matplotlib
@@ -178,17 +193,7 @@ def test_new_figures_have_titles_labels_and_legends():
 
     from eigprec.chapters.clarke import plots
 
-    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
-    rows = [
-        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
-        for n in (2, 4)
-        for s in (0, 1)
-    ]
-    figs = [
-        plots.plot_cpu_costs(costs),
-        plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
-        plots.plot_seed_sweep(rows, "toy data", floor=0.1),
-    ]
+    figs = _small_figures(plots)
     for fig in figs:
         for ax in fig.axes:
             assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
@@ -226,19 +231,11 @@ def test_every_figure_fits_the_column_with_readable_text():
     from eigprec.book import check_readable, use_book_style
     from eigprec.chapters.clarke import plots
 
-    costs = {n: speed.cpu_method_costs(batch=2, n=n, repeats=1) for n in (16, 20)}
-    rows = [
-        {"n": n, "seed": s, "test_rmse": 0.5 / n + 0.01 * s, "linear": 0.7}
-        for n in (2, 4)
-        for s in (0, 1)
-    ]
     with matplotlib.rc_context():
         use_book_style()
         figs = [
             plots.plot_crossing_family(ce.crossing_family(steps_per_unit=10)),
-            plots.plot_cpu_costs(costs),
-            plots.plot_gap_histogram(torch.tensor([1e-3, 1e-2, 0.1]), 4e-6, 0.03, 5e-7),
-            plots.plot_seed_sweep(rows, "toy data", floor=0.1),
+            *_small_figures(plots),
         ]
         for fig in figs:
             check_readable(fig)

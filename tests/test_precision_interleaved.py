@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from eigprec import current_matmul_precision, emulate_tf32, matmul_precision, tf32_audit
 from eigprec.precision import _LEVELS, MATMUL_PRECISIONS
 
+from ._precision_state import raw_precision_state
+
 pytestmark = pytest.mark.skipif(
     not hasattr(torch.backends.cuda.matmul, "fp32_precision"),
     reason="fp32_precision settings exist from torch 2.9",
@@ -30,19 +32,7 @@ pytestmark = pytest.mark.skipif(
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None)
 
 
-def _raw():
-    def read(get):
-        try:
-            return get()
-        except RuntimeError:
-            return "raises"
-
-    return {
-        "legacy": read(torch.get_float32_matmul_precision),
-        "global": torch.backends.fp32_precision,
-        "cuda": torch.backends.cuda.matmul.fp32_precision,
-        "mkldnn": torch.backends.mkldnn.matmul.fp32_precision,
-    }
+_raw = raw_precision_state
 
 
 @pytest.fixture(autouse=True)

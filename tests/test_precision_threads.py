@@ -8,28 +8,15 @@ import torch
 
 from eigprec import current_matmul_precision, describe_runtime, matmul_precision
 
+from ._precision_state import raw_precision_state
+
 pytestmark = pytest.mark.skipif(
     not hasattr(torch.backends.cuda.matmul, "fp32_precision"),
     reason="fp32_precision settings exist from torch 2.9",
 )
 
 
-def _raw():
-    """Every knob, read without letting a refusing getter stop the test."""
-
-    def read(get):
-        try:
-            return get()
-        except RuntimeError:
-            return "raises"
-
-    return {
-        "legacy": read(torch.get_float32_matmul_precision),
-        "allow_tf32": read(lambda: torch.backends.cuda.matmul.allow_tf32),
-        "global": torch.backends.fp32_precision,
-        "cuda": torch.backends.cuda.matmul.fp32_precision,
-        "mkldnn": torch.backends.mkldnn.matmul.fp32_precision,
-    }
+_raw = raw_precision_state
 
 
 @pytest.fixture(autouse=True)

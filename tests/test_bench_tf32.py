@@ -118,6 +118,7 @@ def test_record_round_trip(tmp_path):
         (lambda r: r["diag_qtlq"]["tf32"].pop(), "diag_qtlq.tf32"),
         (lambda r: r["throughput"][0].pop("tf32_tflops"), "tf32_tflops"),
         (lambda r: r.__setitem__("throughput", []), "empty"),
+        (lambda r: r.__setitem__("coverage", {"mm": {"high": 1e-4}}), "coverage.mm"),
     ],
 )
 def test_validate_names_the_problem(mutate, message):
@@ -125,6 +126,22 @@ def test_validate_names_the_problem(mutate, message):
     mutate(record)
     with pytest.raises(ValueError, match=message):
         bench.validate_record(record)
+
+
+def test_coverage_probe_on_the_cpu_sees_float32_everywhere():
+    # No TF32 on a CPU: every family at float32's level at both precisions, and the eigh
+    # backward untouched by 'high'; a recording without coverage stays valid.
+    from eigprec.chapters.tf32.probes import TF32_LEVEL, coverage_probe
+
+    cov = coverage_probe("cpu")
+    assert set(cov) == {"mm", "vecmat", "mv", "conv", "lstm", "sdpa", "cdist", "eigh_backward"}
+    for row in cov.values():
+        assert 0 < row["highest"] < TF32_LEVEL and 0 < row["high"] < TF32_LEVEL
+        assert not row["tf32_at_highest"] and not row["tf32_at_high"]
+    assert cov["eigh_backward"]["changed_by_high"] is False
+    record = copy.deepcopy(fake_record())
+    record["coverage"] = cov
+    bench.validate_record(record)
 
 
 def test_write_record_rejects_bad_input(tmp_path):

@@ -10,6 +10,9 @@ Three measurements on one CUDA device of compute capability >= 8.0:
    The same probe at precision 'medium' shows whether cuBLAS treats it as TF32.
 2. *diag(QᵀLQ)*: the chapter's experiment at precision 'high' (real TF32) and 'highest'.
 3. *Throughput*: float32, TF32 and 3xTF32 matmuls at a few sizes, in TFLOP/s.
+4. *Coverage*: which float32 operation families (matmul, matrix-vector, convolution, LSTM,
+   attention, cdist, the ``eigh`` backward) run in TF32 at 'highest' and at 'high'
+   (:func:`~eigprec.chapters.tf32.probes.coverage_probe`).
 
 The probes themselves are the chapter's (:mod:`eigprec.chapters.tf32.probes`); this module
 is the command line around them.
@@ -24,7 +27,7 @@ from typing import Any
 import torch
 
 from eigprec.bench._record import check_top_level, write_record
-from eigprec.chapters.tf32.probes import diag_record, rounding_probe, throughput
+from eigprec.chapters.tf32.probes import coverage_probe, diag_record, rounding_probe, throughput
 from eigprec.runtime import describe_runtime
 from eigprec.tf32 import is_tf32_capability
 
@@ -92,6 +95,10 @@ def validate_record(record: Any) -> None:
     for key in ("fp32", "tf32", "3xtf32"):
         if len(record["diag_qtlq"][key]) != n:
             raise ValueError(f"tf32 record: diag_qtlq.{key} has not {n} entries")
+    # Recordings made before the coverage probe existed have none; a present one is checked.
+    for key, row in record.get("coverage", {}).items():
+        if not all(isinstance(row.get(m), int | float) for m in ("highest", "high")):
+            raise ValueError(f"tf32 record: coverage.{key} lacks its 'highest'/'high' errors")
     if not record["throughput"]:
         raise ValueError("tf32 record: throughput is empty")
     for row in record["throughput"]:
@@ -119,6 +126,7 @@ def measure(sizes: list[int], repeats: int, device: int = 0) -> dict[str, Any]:
         "rounding_medium": rounding_probe(dev, mode="medium"),
         "diag_qtlq": diag_record(dev),
         "throughput": throughput(sizes, repeats, dev),
+        "coverage": coverage_probe(dev),
     }
     validate_record(record)
     return record

@@ -17,7 +17,14 @@ from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, matmul_3xtf32, round_tf32
 from eigprec.timing import time_side_by_side
 
-__all__ = ["PROBE_VALUES", "diag_record", "rounding_probe", "throughput"]
+__all__ = [
+    "PROBE_VALUES",
+    "TF32_LEVEL",
+    "coverage_probe",
+    "diag_record",
+    "rounding_probe",
+    "throughput",
+]
 
 #: Operands whose TF32 images tell the roundings apart (ties, neighbours of ties).
 PROBE_VALUES = (
@@ -143,3 +150,104 @@ def throughput(sizes: list[int], repeats: int, device: torch.device | str) -> li
         )
         del a, b
     return rows
+
+
+#: Norm-wise relative error above which a float32 operation counts as having run in TF32:
+#: TF32's operand rounding alone costs about 2**-12 (2.4e-4) on random data, float32's
+#: arithmetic about 1e-7 to 1e-6 at these sizes.
+TF32_LEVEL = 2e-5
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.double().cpu(), ref.double().cpu()
+    return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
+
+
+def coverage_probe(device: torch.device | str, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Which float32 operation families run in TF32 on ``device``, measured.
+
+    Each family of :data:`~eigprec.chapters.tf32.coverage.TF32_COVERAGE` with a probe key
+    runs on seeded random data at precision ``'highest'`` and at ``'high'`` (cuDNN's own
+    switches left at torch's defaults), and its norm-wise relative error against a float64
+    run of the same float32 inputs is compared with :data:`TF32_LEVEL`. For the ``eigh``
+    backward the question is whether ``'high'`` changes the gradient at all; for ``cdist``
+    the run inside a bfloat16 autocast region is measured too.
+
+    Args:
+        device: where the operations run.
+        seed: seed of the generator that draws the data.
+
+    Returns:
+        Probe key -> ``{"highest": err, "high": err, "tf32_at_highest": bool,
+        "tf32_at_high": bool}`` (plus ``"autocast_bf16"`` for ``cdist`` and
+        ``"changed_by_high"`` for ``eigh_backward``).
+
+    Example:
+        >>> cov = coverage_probe("cpu")
+        >>> cov["mm"]["tf32_at_highest"]
+        False
+    """
+    dev = torch.device(device)
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(dev)
+
+    a, b, x = rnd(256, 256), rnd(256, 256), rnd(256)
+    img, ker = rnd(2, 16, 32, 32), rnd(16, 16, 3, 3)
+    lstm = torch.nn.LSTM(64, 64, batch_first=True).to(dev)
+    seq = rnd(4, 20, 64)
+    q, k, v = rnd(2, 4, 128, 64), rnd(2, 4, 128, 64), rnd(2, 4, 128, 64)
+    pts, pts2 = rnd(100, 64), rnd(90, 64) + 0.5
+    sym = rnd(48, 48)
+    sym = sym @ sym.T / 48 + torch.eye(48, device=dev)
+
+    def lstm_run(dtype: torch.dtype) -> torch.Tensor:
+        net = lstm if dtype == torch.float32 else _as(lstm, dtype)
+        with torch.no_grad():
+            return net(seq.to(dtype))[0]
+
+    def eigh_grad(dtype: torch.dtype) -> torch.Tensor:
+        s = sym.to(dtype).clone().requires_grad_(True)
+        vals, vecs = torch.linalg.eigh(s)
+        (vals.pow(2).sum() + vecs[:, -4:].pow(3).sum()).backward()
+        return s.grad
+
+    families: dict[str, Callable[[torch.dtype], torch.Tensor]] = {
+        "mm": lambda t: a.to(t) @ b.to(t),
+        "vecmat": lambda t: x.to(t) @ b.to(t),
+        "mv": lambda t: a.to(t) @ x.to(t),
+        "conv": lambda t: torch.nn.functional.conv2d(img.to(t), ker.to(t)),
+        "lstm": lstm_run,
+        "sdpa": lambda t: torch.nn.functional.scaled_dot_product_attention(
+            q.to(t), k.to(t), v.to(t)
+        ),
+        "cdist": lambda t: torch.cdist(pts.to(t), pts2.to(t)),
+        "eigh_backward": eigh_grad,
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for key, run in families.items():
+        ref = run(torch.float64)
+        row: dict[str, Any] = {}
+        results = {}
+        for mode in ("highest", "high"):
+            with matmul_precision(mode):
+                results[mode] = run(torch.float32)
+            row[mode] = _rel(results[mode], ref)
+            row[f"tf32_at_{mode}"] = row[mode] > TF32_LEVEL
+        if key == "eigh_backward":
+            row["changed_by_high"] = not torch.equal(results["high"], results["highest"])
+        if key == "cdist" and dev.type == "cuda":
+            with matmul_precision("high"), torch.autocast("cuda", dtype=torch.bfloat16):
+                inside = run(torch.float32)
+            row["autocast_bf16"] = _rel(inside, ref)
+            row["autocast_dtype"] = str(inside.dtype).removeprefix("torch.")
+        out[key] = row
+    return out
+
+
+def _as(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of ``module`` in ``dtype`` (the float64 reference of a float32 layer)."""
+    import copy
+
+    return copy.deepcopy(module).to(dtype)

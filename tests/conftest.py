@@ -5,7 +5,11 @@ emerging-optimizers 0.3.0 (a test-only cross-check dependency) declares Python â
 at run time. Providing that one name lets the cross-check run on 3.11 as well.
 """
 
+import importlib
+import importlib.machinery
+import importlib.util
 import sys
+import sysconfig
 import typing
 from pathlib import Path
 
@@ -24,6 +28,88 @@ if sys.version_info < (3, 12) and not hasattr(typing, "override"):
     typing.override = _override
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: What the book's Sphinx extensions (book/_ext) import beyond the package.
+BOOK_EXTENSION_TOOLS = ("sphinx", "pybtex", "sphinxcontrib.bibtex")
+
+
+def missing(*modules: str) -> list[str]:
+    """Which of ``modules`` this interpreter cannot import (their parent packages included)."""
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except ModuleNotFoundError:  # a dotted name whose parent package is absent
+            return True
+
+    return [name for name in modules if absent(name)]
+
+
+def needs(*modules: str) -> pytest.MarkDecorator:
+    """Skip a test where one of the book build's tools is not installed.
+
+    The book's tools (jupyter-book, jupyter-cache, pybtex, â€¦ in requirements.txt, which
+    `make env` and CI install) are not the library's dependencies: a machine that has only
+    the package and torch (a lent GPU machine, say) skips the tests of the book build, and
+    names what it lacks. Where the tools are installed the tests run, so a failure there
+    is never hidden.
+
+    Args:
+        modules: importable module names, e.g. ``"jupyter_cache"``.
+
+    Returns:
+        A ``skipif`` mark.
+    """
+    lacking = missing(*modules)
+    return pytest.mark.skipif(
+        bool(lacking), reason=f"needs {', '.join(lacking)} (the book build's tools)"
+    )
+
+
+def missing_from_site_packages(*modules: str) -> list[str]:
+    """Which of ``modules`` are not installed in this interpreter's own site-packages.
+
+    tools/colab_check.py builds its fresh environment from a mirror of that folder alone
+    (not of PYTHONPATH), so its kernel needs ipykernel & co. installed there, as `make env`
+    installs them; a machine that supplies them on PYTHONPATH cannot run the check.
+    """
+    purelib = sysconfig.get_paths()["purelib"]
+    return [m for m in modules if importlib.machinery.PathFinder.find_spec(m, [purelib]) is None]
+
+
+def site_packages_reason(lacking: list[str]) -> str:
+    """The skip reason for :func:`missing_from_site_packages`'s answer."""
+    return (
+        f"needs {', '.join(lacking)} installed in {sysconfig.get_paths()['purelib']} "
+        "(the Colab check mirrors only this interpreter's site-packages)"
+    )
+
+
+def needs_in_site_packages(*modules: str) -> pytest.MarkDecorator:
+    """Skip where ``modules`` are not in this interpreter's site-packages (see above).
+
+    Args:
+        modules: top-level module names, e.g. ``"ipykernel"``.
+
+    Returns:
+        A ``skipif`` mark.
+    """
+    lacking = missing_from_site_packages(*modules)
+    return pytest.mark.skipif(bool(lacking), reason=site_packages_reason(lacking))
+
+
+def book_extension(name: str):
+    """Import a module of book/_ext, skipping the test where the book's tools are absent.
+
+    Only missing tools skip: once they are all importable, an error in the extension
+    itself fails the test.
+    """
+    for tool in BOOK_EXTENSION_TOOLS:
+        pytest.importorskip(tool, reason=f"needs {tool} (the book build's tools)")
+    ext = str(ROOT / "book" / "_ext")
+    if ext not in sys.path:
+        sys.path.insert(0, ext)
+    return importlib.import_module(name)
 
 
 def notebook(cells: list[str], first: list[dict] | None = None) -> dict:

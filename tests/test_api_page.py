@@ -7,7 +7,6 @@ on their own, and the non-executing build checks the rendered page.
 """
 
 import re
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -15,10 +14,7 @@ import pytest
 import eigprec
 import eigprec.book
 
-from .conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import eigprec_sphinx
+from .conftest import ROOT, book_extension
 
 TOPICS = [
     "TF32 emulation and audit",
@@ -68,7 +64,13 @@ def test_the_link_back_to_the_intro_does_not_read_as_the_book_title():
     assert re.search(r"\{doc\}`[^`<]+<intro>`", text)
 
 
-def test_a_reexported_constant_is_traced_to_the_lines_that_assign_it():
+@pytest.fixture
+def eigprec_sphinx():
+    """The book's extension; its tests skip where Sphinx and pybtex are not installed."""
+    return book_extension("eigprec_sphinx")
+
+
+def test_a_reexported_constant_is_traced_to_the_lines_that_assign_it(eigprec_sphinx):
     app = SimpleNamespace()
     assert eigprec_sphinx._follow_constant(app, "eigprec", "MATMUL_PRECISIONS") == (
         "eigprec.precision"
@@ -85,7 +87,7 @@ def test_a_reexported_constant_is_traced_to_the_lines_that_assign_it():
     assert eigprec_sphinx._source_with_constants(app, "eigprec.eig") is None
 
 
-def test_the_footer_carries_the_package_version():
+def test_the_footer_carries_the_package_version(eigprec_sphinx):
     options = {
         "extra_footer": '<a href="{repository}/blob/main/LICENSE">MIT</a>. eigprec {version}.',
         "repository_url": "https://example.org/repo",

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, needs_in_site_packages
 
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_check
 
 URL = "https://github.com/eigprec/eigen-precision"
+# The notebooks run in a kernel of the fresh environment, which sees site-packages only.
+needs_kernel = needs_in_site_packages("ipykernel", "jupyter_client")
 SETUP = json.loads((ROOT / "book" / "tf32.ipynb").read_text())["cells"][0]
 
 
@@ -84,6 +86,7 @@ def test_mirror_leaves_out_only_the_package_and_myst_nb(name, hidden):
     assert bool(colab_check.HIDDEN.search(name)) is hidden
 
 
+@needs_kernel
 def test_setup_cell_is_what_provides_the_package(tmp_path):
     ok = _notebook(
         tmp_path,
@@ -106,6 +109,7 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
     assert "1 of 2 notebooks ran as in Colab" in out
 
 
+@needs_kernel
 def test_raising_cell_fails_naming_it(tmp_path):
     never = "".join(SETUP["source"]).replace('"google.colab" in', '"google.colab" not in')
     broken = _notebook(tmp_path, "broken", never, "x = 1", "raise ValueError('chapter broke')")
@@ -130,6 +134,7 @@ def test_replace_install_url_accepts_a_pinned_install(tmp_path):
     assert replaced == f'%pip install -q "eigprec @ {tmp_path.resolve().as_uri()}"'
 
 
+@needs_kernel
 def test_the_install_cell_may_follow_markdown_cells(tmp_path):
     # A reader's notebook opens with its provenance note; the install is the first code cell.
     path = _notebook(tmp_path, "reader", "".join(SETUP["source"]), "import eigprec")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, notebook
+from .conftest import ROOT, missing_from_site_packages, notebook, site_packages_reason
 
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_check
@@ -35,6 +35,10 @@ pathlib.Path(sysconfig.get_paths()["purelib"], "eigprec.py").write_text("")
 
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory) -> dict:
+    # The script runs nbclient, jupyter_client and the kernel in the fresh environment.
+    lacking = missing_from_site_packages("ipykernel", "jupyter_client", "nbclient")
+    if lacking:
+        pytest.skip(site_packages_reason(lacking))
     work = tmp_path_factory.mktemp("colab")
     python, jupyter = colab_check.make_environment(work)
     return {

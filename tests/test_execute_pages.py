@@ -7,8 +7,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from .conftest import needs
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import execute_pages
+
+# main() imports jupyter-cache before it reads its arguments.
+needs_cache = needs("jupyter_cache")
 
 
 def _page(path: Path, code: str) -> None:
@@ -51,6 +56,7 @@ def test_toc_pages_include_sections_and_skip_markdown(book):
     assert names == ["a.ipynb", "a_details.ipynb", "b.ipynb"]
 
 
+@needs_cache
 def test_every_page_is_cached_as_myst_nb_would_match_it(book, capsys):
     from jupyter_cache import get_cache
 
@@ -74,6 +80,7 @@ def test_every_page_is_cached_as_myst_nb_would_match_it(book, capsys):
     assert capsys.readouterr().out.count("cached ") == 3
 
 
+@needs_cache
 def test_a_failing_page_fails_the_run_and_is_named(book, capsys):
     _page(book / "book" / "b.ipynb", "raise ValueError('guard failed: 1 > 2')")
     assert _run(book) == 1
@@ -81,6 +88,7 @@ def test_a_failing_page_fails_the_run_and_is_named(book, capsys):
     assert "FAIL book/b.ipynb" in err and "guard failed" in err
 
 
+@needs_cache
 def test_negative_jobs_is_refused(book):
     with pytest.raises(SystemExit):
         _run(book, "--jobs", "-1")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT
+from .conftest import ROOT, needs
 
 sys.path.insert(0, str(ROOT / "tools"))
 import torch_index
@@ -78,14 +78,14 @@ def _path(fake_bin: Path) -> str:
 
 
 def test_cpu_index_when_no_gpu_and_the_index_answers(index_server, fake_bin, monkeypatch):
-    monkeypatch.setenv("PATH", _path(fake_bin))
+    monkeypatch.setenv("PATH", str(fake_bin))  # no nvidia-smi, even on a GPU machine
     index, why = torch_index.choose(index_server, timeout=5, platform="linux")
     assert index == index_server
     assert "CPU build" in why
 
 
 def test_no_extra_index_when_the_cpu_index_is_unreachable(fake_bin, monkeypatch):
-    monkeypatch.setenv("PATH", _path(fake_bin))
+    monkeypatch.setenv("PATH", str(fake_bin))  # no nvidia-smi, even on a GPU machine
     url = f"http://127.0.0.1:{_closed_port()}"
     index, why = torch_index.choose(url, timeout=5, platform="linux")
     assert index == ""
@@ -102,7 +102,7 @@ def test_gpu_present_means_no_cpu_index(index_server, fake_bin, monkeypatch, wor
 
 
 def test_no_cpu_index_off_linux(index_server, fake_bin, monkeypatch):
-    monkeypatch.setenv("PATH", _path(fake_bin))
+    monkeypatch.setenv("PATH", str(fake_bin))
     assert torch_index.choose(index_server, timeout=5, platform="darwin")[0] == ""
 
 
@@ -167,6 +167,9 @@ def _extra_index(call: list[str]) -> str | None:
 
 @needs_make
 def test_make_env_auto_takes_the_cpu_index_without_a_gpu(fake_venv, fake_bin, index_server):
+    # make needs /usr/bin, where a GPU machine has nvidia-smi: a failing one shadows it
+    # (a driver without a GPU counts as no GPU: test_gpu_present_means_no_cpu_index).
+    _fake_nvidia_smi(fake_bin, works=False)
     result = _make("env", fake_venv, fake_bin, TORCH_CPU_INDEX=index_server)
     assert result.returncode == 0, result.stdout + result.stderr
     assert _extra_index(_torch_install(fake_venv)) == index_server
@@ -175,6 +178,7 @@ def test_make_env_auto_takes_the_cpu_index_without_a_gpu(fake_venv, fake_bin, in
 
 @needs_make
 def test_make_env_auto_falls_back_to_the_configured_index(fake_venv, fake_bin):
+    _fake_nvidia_smi(fake_bin, works=False)  # no GPU, even on a GPU machine (see above)
     url = f"http://127.0.0.1:{_closed_port()}"
     result = _make("env", fake_venv, fake_bin, TORCH_CPU_INDEX=url)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -297,6 +301,7 @@ for source in sorted(Path("book").glob("*.ipynb")):
 
 
 @needs_make
+@needs("pybtex")  # tools/reader_notebooks.py reads the references with it
 def test_make_book_writes_a_readers_notebook_per_chapter_from_the_build(
     fake_venv, fake_bin, tmp_path
 ):
@@ -321,6 +326,7 @@ def test_make_book_writes_a_readers_notebook_per_chapter_from_the_build(
 
 
 @needs_make
+@needs("pybtex")  # tools/reader_notebooks.py reads the references with it
 def test_make_book_fails_when_no_readers_notebook_can_be_made(fake_venv, fake_bin, tmp_path):
     _installed(fake_venv)
     (fake_venv / "bin" / "jupyter-book").write_text("#!/bin/sh\nexit 0\n")

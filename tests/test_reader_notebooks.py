@@ -88,7 +88,13 @@ PROSE = [
 ]
 
 
+def _needs_pybtex() -> None:
+    # The references are read with pybtex, one of the book build's tools (requirements.txt).
+    pytest.importorskip("pybtex", reason="needs pybtex (the book build's tools)")
+
+
 def _generate(book: Path, ref: str = "0123456789ab") -> dict:
+    _needs_pybtex()
     (path,) = rn.generate(
         book / "_build" / "jupyter_execute", book / "_build" / "notebooks", book, ref
     )
@@ -178,6 +184,7 @@ def test_what_cannot_become_markdown_is_an_error_not_raw_myst(tmp_path, prose, m
 
 
 def test_command_line_fails_with_the_message_and_writes_download_copies(tmp_path, capsys):
+    _needs_pybtex()
     book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, PROSE)
     sources = book / "_build" / "html" / "_sources" / "book"
     sources.mkdir(parents=True)

@@ -2,6 +2,8 @@
 
 import dataclasses
 import html as html_module
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -43,9 +45,26 @@ def test_reads_current_precision():
         assert describe_runtime().matmul_precision == "highest"
 
 
-def test_cupy_not_imported():
-    describe_runtime()
-    assert "cupy" not in sys.modules
+def test_cupy_not_imported(tmp_path):
+    # In a fresh interpreter: in this one, the CuPy bridge's tests import CuPy on a GPU
+    # machine. A stand-in cupy first on the path leaves a mark when imported, so an eager
+    # import fails this test on a machine without CuPy too (and shadows a real one).
+    stand_in = tmp_path / "cupy"
+    stand_in.mkdir()
+    mark = tmp_path / "imported"
+    (stand_in / "__init__.py").write_text(f"open({str(mark)!r}, 'w').close()\n")
+    code = "import sys, eigprec, eigprec.book; eigprec.describe_runtime(); "
+    code += "print('cupy' in sys.modules)"
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False"] and not mark.exists()
 
 
 def test_renders_as_text_and_html():

@@ -276,6 +276,15 @@ def test_vmap_grad_and_jvp_of_round_tf32():
     assert torch.equal(per_row, w.expand(2, 4))
     _, tangent = torch.func.jvp(round_tf32, (x[1],), (w,))
     assert torch.equal(tangent, w)
+    # The batch dimension anywhere, nested vmaps, and a transform inside vmap: the same
+    # values on every torch the package supports (torch 2.11 lacks a batching rule for
+    # the bit reinterpretation, so round_tf32 brings its own).
+    y = x[1:].reshape(2, 2, 2)
+    assert torch.equal(torch.func.vmap(round_tf32, in_dims=2)(y), round_tf32(y).movedim(2, 0))
+    nested = torch.func.vmap(torch.func.vmap(lambda r: round_tf32(r, "rz")), in_dims=1)(y)
+    assert torch.equal(nested, round_tf32(y, "rz").movedim(1, 0))
+    jvps = torch.func.vmap(lambda r: torch.func.jvp(round_tf32, (r,), (w,)))(x[1:])
+    assert torch.equal(jvps[0], round_tf32(x[1:])) and torch.equal(jvps[1], w.expand(2, 4))
 
 
 # --- issue 10, item 4: which knobs do what on this torch --------------------------------------

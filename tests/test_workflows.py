@@ -88,6 +88,25 @@ def _run_step(step: dict, tmp_path, env: dict, path: str = "/usr/bin:/bin"):
     return outputs, proc
 
 
+def _without_nvidia_smi(tmp_path) -> str:
+    """A PATH with the commands the GPU step uses besides nvidia-smi, and no nvidia-smi."""
+    bin_ = tmp_path / "no-nvidia-smi"
+    bin_.mkdir(exist_ok=True)
+    for tool in ("bash", "head", "tr"):
+        if not (bin_ / tool).exists():
+            (bin_ / tool).symlink_to(shutil.which(tool))
+    return str(bin_)
+
+
+def _failing_nvidia_smi(tmp_path) -> str:
+    """A PATH whose first nvidia-smi fails, as one does on a machine with no GPU."""
+    bin_ = tmp_path / "failing-nvidia-smi"
+    bin_.mkdir(exist_ok=True)
+    (bin_ / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    (bin_ / "nvidia-smi").chmod(0o755)
+    return f"{bin_}:/usr/bin:/bin"
+
+
 def _pick_runner(book, tmp_path, gpu_runner: str, trusted: str) -> str:
     """Run the runner job's script as Actions would and return the labels it outputs."""
     step = book["jobs"]["runner"]["steps"][0]
@@ -149,14 +168,17 @@ def test_a_gpu_runner_without_a_gpu_fails_instead_of_publishing_emulated_pages(b
     assert "gpu-required" in jobs["runner"]["outputs"]
     gpu = next(s for s in jobs["build"]["steps"] if s.get("id") == "gpu")
     assert gpu["env"]["GPU_REQUIRED"] == "${{ needs.runner.outputs.gpu-required }}"
-    # No nvidia-smi on PATH: a loud error where the GPU runner was asked for.
-    outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "true"})
-    assert proc.returncode != 0
-    assert "::error::" in proc.stdout and "GPU_RUNNER" in proc.stdout
-    assert "present" not in outputs
-    outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "false"})
-    assert proc.returncode == 0, proc.stderr
-    assert outputs == {"present": "false", "device": "cpu"}
+    # No GPU, whatever machine runs this: nvidia-smi missing from PATH, or present and
+    # failing (a driver without a GPU; it also shadows a real one in /usr/bin).
+    for no_gpu in (_without_nvidia_smi(tmp_path), _failing_nvidia_smi(tmp_path)):
+        # A loud error where the GPU runner was asked for.
+        outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "true"}, no_gpu)
+        assert proc.returncode != 0
+        assert "::error::" in proc.stdout and "GPU_RUNNER" in proc.stdout
+        assert "present" not in outputs
+        outputs, proc = _run_step(gpu, tmp_path, {"GPU_REQUIRED": "false"}, no_gpu)
+        assert proc.returncode == 0, proc.stderr
+        assert outputs == {"present": "false", "device": "cpu"}
     # A GPU present: built on it, whichever runner.
     fake = tmp_path / "bin"
     fake.mkdir()

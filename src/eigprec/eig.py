@@ -365,7 +365,9 @@ def kth_eigvalsh(
 
     Returns:
         ``(...)`` tensor of k-th eigenvalues, NaN for batch entries whose read triangle holds
-        NaN or Inf or on which the solver reports failure (and a NaN gradient for them).
+        NaN or Inf or on which the solver fails (its status, or with ``"cupy"`` eigenvalues
+        that fail a norm check: cuSOLVER's status missed a non-convergence once) and a NaN
+        gradient for them.
 
     Raises:
         TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as

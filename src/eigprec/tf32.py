@@ -119,13 +119,20 @@ def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Te
 
 class _RoundTF32(torch.autograd.Function):
     # Straight-through gradient: TF32 rounding is a storage effect, not part of the model.
-    # setup_context and a branch-free forward make it usable under torch.func
-    # (vmap, grad, jvp), with the vmap rule generated from the forward.
-    generate_vmap_rule = True
+    # setup_context and a branch-free forward make it usable under torch.func (grad, jvp).
+    # vmap gets its own rule rather than one generated from the forward: torch 2.11 (and
+    # older; 2.13 has one) has no batching rule for the bit reinterpretation
+    # (aten::view.dtype), so a generated rule fails there. Rounding is elementwise, so the
+    # batched call is the same call on the whole batch, its batch dimension left in place.
 
     @staticmethod
     def forward(x: torch.Tensor, rounding: str) -> torch.Tensor:
         return _round_bits(x, rounding, screen=False)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], x: torch.Tensor, rounding: str) -> Any:
+        # x arrives unwrapped by one vmap level; apply() again handles any level around it.
+        return _RoundTF32.apply(x, rounding), in_dims[0]
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:

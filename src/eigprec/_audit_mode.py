@@ -30,8 +30,8 @@ from eigprec._tf32_dispatch import (
     _ieee_cpu,
     composite,
     in_no_tf32_formula,
-    passes_through,
     run_composite,
+    triage,
 )
 from eigprec.tf32 import _round_bits, has_real_tf32
 
@@ -279,13 +279,10 @@ class AuditMode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = _OPERANDS.get(packet)
-        if operands is None and packet not in _NOT_SEEN and not composite(func):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:  # (the common case, kept cheap; sparse/nested: untouched)
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
         if operands is None and packet in _NOT_SEEN:
             if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
                 with self:
@@ -510,13 +507,10 @@ class AttributionMode(AuditMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = _OPERANDS.get(packet)
-        if operands is None and packet not in _NOT_SEEN and not composite(func):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
         if operands is None and composite(func):
             with self:
                 return run_composite(func, args, kwargs)

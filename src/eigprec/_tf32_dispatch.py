@@ -49,6 +49,7 @@ __all__ = [
     "saved_tensor_hooks",
     "tf32_conv_enabled",
     "tf32_rnn_enabled",
+    "triage",
 ]
 
 _aten = torch.ops.aten
@@ -216,6 +217,56 @@ def composite(func: Any) -> bool:
     return known
 
 
+# Every operator a TF32 dispatch mode acts on besides the products: those that multiply out
+# of its sight (named as not covered) or that it rebuilds from visible pieces.
+_OPAQUE_OR_REBUILT = frozenset({**_tf32_opaque.OPAQUE, **_tf32_opaque.DECOMPOSABLE})
+_PRODUCTS: dict[Any, tuple[int, ...]] = {**GEMMS, **CONVS}
+_ORDINARY: dict[Any, bool] = {}  # OpOverload -> none of a product, opaque, composite
+
+
+def triage(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+) -> tuple[Any, tuple[int, ...] | None, dict[str, Any]] | None:
+    """The first step of every TF32 dispatch mode (emulator, audit, attribution).
+
+    Most operators that reach a mode are neither a float32 product nor anything it must
+    look into: decided once per operator and cached, they cost one dict lookup. Calls
+    with sparse or nested arguments are left alone too (see :func:`passes_through`).
+
+    Args:
+        func: the ATen ``OpOverload`` being dispatched.
+        args: its positional arguments.
+        kwargs: its keyword arguments (``None`` as torch may pass it).
+
+    Returns:
+        ``None`` where the mode runs the call untouched (``func(*args, **kwargs)``); else
+        ``(packet, operands, kwargs)``: the overload packet, the positions of the multiplied
+        operands for a GEMM or convolution (``None`` for an opaque, rebuilt or
+        CompositeImplicitAutograd operator) and the keyword arguments as a dict.
+
+    Example:
+        >>> import torch
+        >>> a = torch.ones(2, 2)
+        >>> triage(torch.ops.aten.add.Tensor, (a, a), None) is None
+        True
+        >>> triage(torch.ops.aten.mm.default, (a, a), {})[1]
+        (0, 1)
+    """
+    ordinary = _ORDINARY.get(func)
+    if ordinary is None:
+        packet = func.overloadpacket
+        ordinary = _ORDINARY[func] = (
+            packet not in _PRODUCTS and packet not in _OPAQUE_OR_REBUILT and not composite(func)
+        )
+    if ordinary:
+        return None
+    kwargs = kwargs or {}
+    if passes_through(args, kwargs):  # sparse/nested: untouched
+        return None
+    packet = func.overloadpacket
+    return packet, _PRODUCTS.get(packet), kwargs
+
+
 def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run ``func``'s C++ CompositeImplicitAutograd kernel, as eager mode does.
 
@@ -257,21 +308,11 @@ class TF32EmulationMode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = GEMMS.get(packet)
-        is_conv = operands is None and packet in CONVS
-        if is_conv:
-            operands = CONVS[packet]
-        if (
-            operands is None
-            and packet not in _tf32_opaque.DECOMPOSABLE
-            and packet not in _tf32_opaque.OPAQUE
-            and not composite(func)
-        ):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
+        is_conv = packet in CONVS
         if operands is None:
             if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
                 with self:  # its visible pieces (one GEMM or einsum) come back here

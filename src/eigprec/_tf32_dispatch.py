@@ -78,14 +78,17 @@ CONVS: dict[Any, tuple[int, ...]] = {
 
 # Autograd nodes whose derivative formula torch runs under ``at::NoTF32Guard``, so that
 # on a TF32 GPU every product inside them stays float32 (torch/csrc/autograd/
-# FunctionsManual.cpp, pytorch/pytorch@002ca67: svd_backward, linalg_eig_backward -- eig
-# and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
-# linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
-# linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
-# cholesky_solve_backward, linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward
-# -- which lu_factor_ex_backward calls --; node names as torch 2.13 names them).
-# Not guarded there: the backward of inv (a derivatives.yaml formula). The forward-mode
-# (jvp) formulas guarded in the same file: see GUARDED_JVP_FUNCS below.
+# FunctionsManual.cpp: svd_backward, linalg_eig_backward -- eig and eigh --,
+# cholesky_backward, cholesky_inverse_backward, pinv_backward, linalg_lstsq_backward,
+# linalg_qr_backward, linalg_matrix_exp_differential, linalg_det_backward,
+# triangular_solve_backward, linalg_solve_triangular_backward, cholesky_solve_backward,
+# linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward -- which
+# lu_factor_ex_backward calls --; node names as torch 2.13 names them). Read in the source
+# at pytorch/pytorch@002ca67 and checked for the pinned torch 2.13.0 (git cf30153) in its
+# libtorch_cpu.so: exactly these backward formulas call NoTF32Guard's constructor
+# (objdump of every torch::autograd::generated::details function), and its packaged
+# derivatives.yaml maps the nodes below to them. Not guarded: the backward of inv (a
+# derivatives.yaml formula). The forward-mode (jvp) formulas: see GUARDED_JVP_FUNCS below.
 NO_TF32_NODES = frozenset(
     {
         "LinalgSvdBackward0",
@@ -119,28 +122,50 @@ def in_no_tf32_formula() -> bool:
     return node is not None and node.name() in NO_TF32_NODES
 
 
-# Forward-mode (jvp) formulas torch runs under NoTF32Guard (FunctionsManual.cpp at
-# pytorch@002ca67: linalg_solve_jvp, linalg_lu_solve_jvp, linalg_lu_jvp -- lu_factor_ex_jvp
-# calls it --, cholesky_jvp; linalg_svd_jvp). They run inside the primal operator's autograd
-# kernel, outside any node, so the call is marked from Python instead. The primal kernels
-# of these functions are LAPACK/cuSOLVER calls with no ATen GEMM of their own, so every
-# product seen inside the call belongs to the jvp formula.
+# Forward-mode (jvp) formulas torch runs under NoTF32Guard (FunctionsManual.cpp; the calls
+# of NoTF32Guard's constructor in torch 2.13.0's libtorch_cpu.so, as above): linalg_solve_jvp,
+# linalg_lu_solve_jvp, linalg_lu_jvp -- lu_factor_ex_jvp calls it --, cholesky_jvp,
+# linalg_svd_jvp, linalg_eig_jvp (eig and eigh), linalg_qr_jvp, linalg_lstsq_solution_jvp
+# and _residuals_jvp, linalg_solve_triangular_forward_AD, cholesky_solve_jvp,
+# cholesky_inverse_jvp, pinv_jvp and linalg_matrix_exp_differential (matrix_exp's jvp).
+# Not guarded: triangular_solve_jvp, linalg_det_jvp. The jvps run inside the primal
+# operator's autograd kernel, outside any node, so the call is marked from Python instead.
+# The primal kernels of these functions multiply out of a dispatch mode's sight (LAPACK/
+# cuSOLVER, or pinv's and matrix_exp's own kernels, which torch also runs under the guard),
+# so every product seen inside the call belongs to the jvp formula
+# (tests/test_tf32_notf32guard.py checks that no GEMM of theirs reaches a mode).
 _IN_GUARDED_LINALG: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "_tf32_in_guarded_linalg", default=False
 )
 GUARDED_JVP_FUNCS = frozenset(
-    getattr(torch.linalg, name)
-    for name in (
-        "solve",
-        "solve_ex",
-        "lu_solve",
-        "lu",
-        "lu_factor",
-        "lu_factor_ex",
-        "cholesky",
-        "cholesky_ex",
-        "svd",
-    )
+    [
+        *(
+            getattr(torch.linalg, name)
+            for name in (
+                "solve",
+                "solve_ex",
+                "lu_solve",
+                "lu",
+                "lu_factor",
+                "lu_factor_ex",
+                "cholesky",
+                "cholesky_ex",
+                "svd",
+                "svdvals",
+                "eig",
+                "eigvals",
+                "eigh",
+                "eigvalsh",
+                "qr",
+                "lstsq",
+                "solve_triangular",
+                "pinv",
+                "matrix_exp",
+            )
+        ),
+        torch.cholesky_solve,
+        torch.cholesky_inverse,
+    ]
 )
 
 

@@ -464,9 +464,12 @@ def emulate_tf32(
     ``qr``, ``matrix_exp``, ``det``, ``solve_triangular``/``triangular_solve`` and
     ``cholesky_solve``, ``linalg.solve``, ``lu_solve``, ``lu`` and ``lu_factor`` keep their
     products in float32, and so do the forward-mode (jvp) formulas guarded there: products
-    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky`` or
-    ``svd`` (``_tf32_dispatch.GUARDED_JVP_FUNCS``). Recurrent layers (``nn.RNN``,
-    ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
+    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky``,
+    ``svd``/``svdvals``, ``eig``/``eigvals``, ``eigh``/``eigvalsh``, ``qr``, ``lstsq``,
+    ``solve_triangular``, ``pinv``, ``matrix_exp``, ``torch.cholesky_solve`` or
+    ``torch.cholesky_inverse`` (their ``_ex`` forms included;
+    ``_tf32_dispatch.GUARDED_JVP_FUNCS``; the list is torch 2.13.0's). Recurrent layers
+    (``nn.RNN``, ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
     ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
     switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
     applies it is run through ATen's native cell loop (oneDNN off for that call) to be

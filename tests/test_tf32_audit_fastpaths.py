@@ -121,3 +121,18 @@ def test_has_real_tf32_answers_a_non_cuda_device_at_once():
     assert has_real_tf32(torch.device("meta")) is False
     if not torch.cuda.is_available():
         assert has_real_tf32(torch.device("cuda")) is False  # the full path, as before
+
+
+def test_skipped_modules_are_decided_once_and_alike():
+    skip = ("torch", "eigprec")
+    cases = {
+        "torch": True,
+        "torch.nn.modules.linear": True,
+        "torchvision": False,  # a prefix of the name, not of a package
+        "eigprec.soap": True,
+        "__main__": False,
+        "": False,
+    }
+    for _ in range(2):  # the second round is answered from the cache
+        assert {m: _audit_mode._skipped(m, skip) for m in cases} == cases
+    assert _audit_mode._skipped("torch.nn", ("torchvision",)) is False  # keyed by skip too

@@ -108,8 +108,18 @@ class _Settings:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+# (module name, skip prefixes) -> whether frames of that module are skipped: a product's
+# walk up the stack passes ~10 torch frames, each once tested against every prefix.
+_SKIPPED: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
 def _skipped(module: str, skip: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in skip)
+    known = _SKIPPED.get((module, skip))
+    if known is None:
+        known = any(module == p or module.startswith(p + ".") for p in skip)
+        if len(_SKIPPED) < 4096:  # (bounded: module names are few, skip tuples fewer)
+            _SKIPPED[(module, skip)] = known
+    return known
 
 
 def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str], ...]:

@@ -48,7 +48,8 @@ FAMILIES = {
     "det": ("LinalgDetBackward0", lambda a: torch.linalg.det(a / 2)),
     "qr": ("LinalgQrBackward0", lambda a: (torch.linalg.qr(a)[1] * _weights(N, N)).sum()),
     # linalg_lu_backward, linalg_solve_backward and linalg_lu_solve_LU open with the guard
-    # too (FunctionsManual.cpp at pytorch/pytorch@002ca67); lu_factor_ex's backward calls
+    # too (FunctionsManual.cpp at pytorch/pytorch@002ca67, and the pinned torch 2.13.0's
+    # libtorch_cpu.so calls NoTF32Guard in them); lu_factor_ex's backward calls
     # linalg_lu_backward
     "lu": (
         "LinalgLuBackward0",
@@ -124,6 +125,29 @@ JVP_FAMILIES = {
 }
 
 
+# The other forward-mode formulas guarded in torch 2.13.0 (its libtorch_cpu.so calls
+# at::NoTF32Guard's constructor in cholesky_inverse_jvp, cholesky_solve_jvp, linalg_eig_jvp,
+# linalg_lstsq_solution_jvp and _residuals_jvp, linalg_qr_jvp,
+# linalg_solve_triangular_forward_AD, pinv_jvp and linalg_matrix_exp_differential, which
+# serves matrix_exp's jvp): failed before (rounded), as the five above once did.
+JVP_FAMILIES.update(
+    {
+        "eigh": lambda x: torch.linalg.eigh(x + x.mT)[1],
+        "eigvalsh": lambda x: torch.linalg.eigvalsh(x + x.mT),
+        "qr": lambda x: torch.linalg.qr(x)[1],
+        "lstsq": lambda x: torch.linalg.lstsq(x, _weights(N, 3)).solution,
+        "solve_triangular": lambda x: torch.linalg.solve_triangular(
+            x.triu(), _weights(N, 3), upper=True
+        ),
+        "cholesky_solve": lambda x: torch.cholesky_solve(_weights(N, 3), x.tril()),
+        "cholesky_inverse": lambda x: torch.cholesky_inverse(x.tril()),
+        "pinv": lambda x: torch.linalg.pinv(x),
+        "matrix_exp": lambda x: torch.linalg.matrix_exp(x / (2 * N)),
+        "svdvals": lambda x: torch.linalg.svdvals(x),
+    }
+)
+
+
 @pytest.mark.parametrize("name", sorted(JVP_FAMILIES))
 def test_guarded_jvp_is_float32_under_emulation(name):
     gen = torch.Generator().manual_seed(5)
@@ -134,6 +158,53 @@ def test_guarded_jvp_is_float32_under_emulation(name):
     with matmul_precision("high"), emulate_tf32():
         got = torch.func.jvp(fn, (a,), (da,))[1]
     assert torch.equal(got, want)
+
+
+def test_guarded_calls_hide_no_primal_product():
+    # The emulator marks a whole call of GUARDED_JVP_FUNCS: right only because no product of
+    # the primal computation reaches a dispatch mode (LAPACK, or a kernel that multiplies
+    # out of sight), so whatever the mode sees inside the call is the jvp formula's.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from eigprec._tf32_dispatch import CONVS, GEMMS, GUARDED_JVP_FUNCS
+
+    class Products(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket in GEMMS or func.overloadpacket in CONVS:
+                self.seen.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    class Calls(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.called = set()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.called.add(func)
+            return func(*args, **(kwargs or {}))
+
+    gen = torch.Generator().manual_seed(6)
+    a = torch.randn(N, N, generator=gen) + N * torch.eye(N)
+    calls = Calls()
+    fns = [
+        *JVP_FAMILIES.values(),
+        torch.linalg.eig,
+        torch.linalg.eigvals,
+        torch.linalg.lu_factor_ex,
+        lambda x: torch.linalg.cholesky_ex((x + x.mT) / 2),
+        lambda x: torch.linalg.solve_ex(x, _weights(N, 3)),
+        lambda x: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), _weights(N, 3)),
+    ]
+    for fn in fns:
+        products = Products()
+        with calls, products:
+            fn(a)
+        assert products.seen == [], fn
+    assert GUARDED_JVP_FUNCS <= calls.called  # every marked function was tried here
 
 
 def test_products_around_a_guarded_call_are_still_emulated():

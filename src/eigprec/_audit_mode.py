@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import (
-    TorchDispatchMode,
-    _disable_current_modes,
-    _get_current_dispatch_mode_stack,
-)
+from torch._C import _len_torch_dispatch_stack
+from torch._ops import _len_torch_dispatch_stack_pre_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from eigprec import _tf32_opaque
 from eigprec import precision as _precision
@@ -32,8 +30,8 @@ from eigprec._tf32_dispatch import (
     _ieee_cpu,
     composite,
     in_no_tf32_formula,
-    passes_through,
     run_composite,
+    triage,
 )
 from eigprec.tf32 import _round_bits, has_real_tf32
 
@@ -110,8 +108,18 @@ class _Settings:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+# (module name, skip prefixes) -> whether frames of that module are skipped: a product's
+# walk up the stack passes ~10 torch frames, each once tested against every prefix.
+_SKIPPED: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
 def _skipped(module: str, skip: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in skip)
+    known = _SKIPPED.get((module, skip))
+    if known is None:
+        known = any(module == p or module.startswith(p + ".") for p in skip)
+        if len(_SKIPPED) < 4096:  # (bounded: module names are few, skip tuples fewer)
+            _SKIPPED[(module, skip)] = known
+    return known
 
 
 def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str], ...]:
@@ -205,9 +213,12 @@ def _errors(
         magnitude = ref.abs()
         floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
         diff.abs_()
+        # Both quotients land in buffers already held (magnitude's, then diff's): no
+        # allocation of another m×n tensor, which on a large product costs as much as a pass.
+        magnitude.clamp_min_(floor)
+        entry_error = float(torch.div(diff, magnitude, out=magnitude).max())
         if scale is not None:  # (see _row_column_scale)
-            scaled[0] = float(torch.div(diff, scale[0]).div_(scale[1]).max())
-        entry_error = float(diff.div_(magnitude.clamp_min_(floor)).max())
+            scaled[0] = float(diff.div_(scale[0]).div_(scale[1]).max())
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
@@ -219,18 +230,17 @@ def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, t
     # (Cauchy-Schwarz): an entry's error against it does not alarm on entries near zero by
     # cancellation. Kept as two vectors (the m×n outer product would cost a pass and a copy).
     tiny = torch.finfo(torch.float32).tiny
-    return _axis_norm(a, -1).clamp_min_(tiny).unsqueeze(-1), _axis_norm(b, -2).clamp_min_(
-        tiny
-    ).unsqueeze(-2)
+    return _axis_norm(a, -1).clamp_min_(tiny), _axis_norm(b, -2).clamp_min_(tiny)
 
 
 def _axis_norm(x: torch.Tensor, dim: int) -> torch.Tensor:
     # torch's norm kernel is ~10x slower along a strided axis (the columns of a row-major
     # matrix), a third of the audit's cost on a large GEMM; a sum of squares is not.
     # (Neither rescales: data beyond ~1e19 overflows to an infinite scale in both.)
+    # keepdim: the norms broadcast against the product as they are (no unsqueeze op).
     if x.stride(dim) == 1:
-        return torch.linalg.vector_norm(x, dim=dim)
-    return x.square().sum(dim).sqrt_()
+        return torch.linalg.vector_norm(x, dim=dim, keepdim=True)
+    return x.square().sum(dim, keepdim=True).sqrt_()
 
 
 def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
@@ -279,13 +289,10 @@ class AuditMode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = _OPERANDS.get(packet)
-        if operands is None and packet not in _NOT_SEEN and not composite(func):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:  # (the common case, kept cheap; sparse/nested: untouched)
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
         if operands is None and packet in _NOT_SEEN:
             if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
                 with self:
@@ -376,8 +383,8 @@ class AuditMode(TorchDispatchMode):
         # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
         # both tests are always false): an outer mode (the emulator, say) or oneDNN's
         # reduced precision changes the user's result, so float32 comes from a clean run.
-        clean_fp32 = bool(_get_current_dispatch_mode_stack()) or _cpu_reduced(device, kind)
-        with _disable_current_modes():
+        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind)
+        with _modes_off():
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
                 # matches the current setting is the user's own result, taken afterwards.
@@ -415,7 +422,7 @@ class AuditMode(TorchDispatchMode):
         enabled: bool,
         kind: str,
     ) -> None:
-        with _disable_current_modes():
+        with _modes_off():
             if "tf32" not in side:  # a TF32 GPU that ran the user's op in TF32
                 side["tf32"] = out
             fp32 = side.get("fp32", out)
@@ -434,13 +441,7 @@ class AuditMode(TorchDispatchMode):
                     tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
                 )
                 key = (frames[0], name + suffix, shapes, phase, frames[1])
-                self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite)
-                if scaled[0] is not None:
-                    with self.settings.lock:
-                        site = self.settings.sites[key]
-                        old = site.scaled_entry_error
-                        new = scaled[0]
-                        site.scaled_entry_error = new if old is None else _worse(old, new)
+                self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite, scaled[0])
 
     def _add(
         self,
@@ -450,9 +451,13 @@ class AuditMode(TorchDispatchMode):
         entry_e: float,
         fp32_e: float | None,
         nonfinite: bool,
+        scaled_e: float | None = None,
     ) -> None:
         with self.settings.lock:
             site = self.settings.sites.setdefault(key, _Site())
+            if scaled_e is not None:
+                old = site.scaled_entry_error
+                site.scaled_entry_error = scaled_e if old is None else _worse(old, scaled_e)
             site.calls += 1
             site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
@@ -479,6 +484,15 @@ def _cpu_reduced(device: torch.device, kind: str) -> bool:
     return _precision._effective(*paths) != "ieee"
 
 
+def _modes_off() -> contextlib.AbstractContextManager:
+    # _disable_current_modes, except that with no mode to disable (the audit alone: torch
+    # pops the running mode during its __torch_dispatch__) it skips its ~8 µs of imports
+    # and list building, twice per audited product.
+    if _len_torch_dispatch_stack() or _len_torch_dispatch_stack_pre_dispatch():
+        return _disable_current_modes()
+    return contextlib.nullcontext()
+
+
 def _pick(out: Any, packet: Any, j: int) -> torch.Tensor:
     return out[j] if packet is _aten.convolution_backward else out
 
@@ -503,13 +517,10 @@ class AttributionMode(AuditMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = _OPERANDS.get(packet)
-        if operands is None and packet not in _NOT_SEEN and not composite(func):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):  # sparse/nested: untouched (see _tf32_dispatch)
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
         if operands is None and composite(func):
             with self:
                 return run_composite(func, args, kwargs)

@@ -49,6 +49,7 @@ __all__ = [
     "saved_tensor_hooks",
     "tf32_conv_enabled",
     "tf32_rnn_enabled",
+    "triage",
 ]
 
 _aten = torch.ops.aten
@@ -77,14 +78,17 @@ CONVS: dict[Any, tuple[int, ...]] = {
 
 # Autograd nodes whose derivative formula torch runs under ``at::NoTF32Guard``, so that
 # on a TF32 GPU every product inside them stays float32 (torch/csrc/autograd/
-# FunctionsManual.cpp, pytorch/pytorch@002ca67: svd_backward, linalg_eig_backward -- eig
-# and eigh --, cholesky_backward, cholesky_inverse_backward, pinv_backward,
-# linalg_lstsq_backward, linalg_qr_backward, linalg_matrix_exp_differential,
-# linalg_det_backward, triangular_solve_backward, linalg_solve_triangular_backward,
-# cholesky_solve_backward, linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward
-# -- which lu_factor_ex_backward calls --; node names as torch 2.13 names them).
-# Not guarded there: the backward of inv (a derivatives.yaml formula). The forward-mode
-# (jvp) formulas guarded in the same file: see GUARDED_JVP_FUNCS below.
+# FunctionsManual.cpp: svd_backward, linalg_eig_backward -- eig and eigh --,
+# cholesky_backward, cholesky_inverse_backward, pinv_backward, linalg_lstsq_backward,
+# linalg_qr_backward, linalg_matrix_exp_differential, linalg_det_backward,
+# triangular_solve_backward, linalg_solve_triangular_backward, cholesky_solve_backward,
+# linalg_solve_backward, linalg_lu_solve_LU, linalg_lu_backward -- which
+# lu_factor_ex_backward calls --; node names as torch 2.13 names them). Read in the source
+# at pytorch/pytorch@002ca67 and checked for the pinned torch 2.13.0 (git cf30153) in its
+# libtorch_cpu.so: exactly these backward formulas call NoTF32Guard's constructor
+# (objdump of every torch::autograd::generated::details function), and its packaged
+# derivatives.yaml maps the nodes below to them. Not guarded: the backward of inv (a
+# derivatives.yaml formula). The forward-mode (jvp) formulas: see GUARDED_JVP_FUNCS below.
 NO_TF32_NODES = frozenset(
     {
         "LinalgSvdBackward0",
@@ -118,28 +122,50 @@ def in_no_tf32_formula() -> bool:
     return node is not None and node.name() in NO_TF32_NODES
 
 
-# Forward-mode (jvp) formulas torch runs under NoTF32Guard (FunctionsManual.cpp at
-# pytorch@002ca67: linalg_solve_jvp, linalg_lu_solve_jvp, linalg_lu_jvp -- lu_factor_ex_jvp
-# calls it --, cholesky_jvp; linalg_svd_jvp). They run inside the primal operator's autograd
-# kernel, outside any node, so the call is marked from Python instead. The primal kernels
-# of these functions are LAPACK/cuSOLVER calls with no ATen GEMM of their own, so every
-# product seen inside the call belongs to the jvp formula.
+# Forward-mode (jvp) formulas torch runs under NoTF32Guard (FunctionsManual.cpp; the calls
+# of NoTF32Guard's constructor in torch 2.13.0's libtorch_cpu.so, as above): linalg_solve_jvp,
+# linalg_lu_solve_jvp, linalg_lu_jvp -- lu_factor_ex_jvp calls it --, cholesky_jvp,
+# linalg_svd_jvp, linalg_eig_jvp (eig and eigh), linalg_qr_jvp, linalg_lstsq_solution_jvp
+# and _residuals_jvp, linalg_solve_triangular_forward_AD, cholesky_solve_jvp,
+# cholesky_inverse_jvp, pinv_jvp and linalg_matrix_exp_differential (matrix_exp's jvp).
+# Not guarded: triangular_solve_jvp, linalg_det_jvp. The jvps run inside the primal
+# operator's autograd kernel, outside any node, so the call is marked from Python instead.
+# The primal kernels of these functions multiply out of a dispatch mode's sight (LAPACK/
+# cuSOLVER, or pinv's and matrix_exp's own kernels, which torch also runs under the guard),
+# so every product seen inside the call belongs to the jvp formula
+# (tests/test_tf32_notf32guard.py checks that no GEMM of theirs reaches a mode).
 _IN_GUARDED_LINALG: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "_tf32_in_guarded_linalg", default=False
 )
 GUARDED_JVP_FUNCS = frozenset(
-    getattr(torch.linalg, name)
-    for name in (
-        "solve",
-        "solve_ex",
-        "lu_solve",
-        "lu",
-        "lu_factor",
-        "lu_factor_ex",
-        "cholesky",
-        "cholesky_ex",
-        "svd",
-    )
+    [
+        *(
+            getattr(torch.linalg, name)
+            for name in (
+                "solve",
+                "solve_ex",
+                "lu_solve",
+                "lu",
+                "lu_factor",
+                "lu_factor_ex",
+                "cholesky",
+                "cholesky_ex",
+                "svd",
+                "svdvals",
+                "eig",
+                "eigvals",
+                "eigh",
+                "eigvalsh",
+                "qr",
+                "lstsq",
+                "solve_triangular",
+                "pinv",
+                "matrix_exp",
+            )
+        ),
+        torch.cholesky_solve,
+        torch.cholesky_inverse,
+    ]
 )
 
 
@@ -216,6 +242,56 @@ def composite(func: Any) -> bool:
     return known
 
 
+# Every operator a TF32 dispatch mode acts on besides the products: those that multiply out
+# of its sight (named as not covered) or that it rebuilds from visible pieces.
+_OPAQUE_OR_REBUILT = frozenset({**_tf32_opaque.OPAQUE, **_tf32_opaque.DECOMPOSABLE})
+_PRODUCTS: dict[Any, tuple[int, ...]] = {**GEMMS, **CONVS}
+_ORDINARY: dict[Any, bool] = {}  # OpOverload -> none of a product, opaque, composite
+
+
+def triage(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+) -> tuple[Any, tuple[int, ...] | None, dict[str, Any]] | None:
+    """The first step of every TF32 dispatch mode (emulator, audit, attribution).
+
+    Most operators that reach a mode are neither a float32 product nor anything it must
+    look into: decided once per operator and cached, they cost one dict lookup. Calls
+    with sparse or nested arguments are left alone too (see :func:`passes_through`).
+
+    Args:
+        func: the ATen ``OpOverload`` being dispatched.
+        args: its positional arguments.
+        kwargs: its keyword arguments (``None`` as torch may pass it).
+
+    Returns:
+        ``None`` where the mode runs the call untouched (``func(*args, **kwargs)``); else
+        ``(packet, operands, kwargs)``: the overload packet, the positions of the multiplied
+        operands for a GEMM or convolution (``None`` for an opaque, rebuilt or
+        CompositeImplicitAutograd operator) and the keyword arguments as a dict.
+
+    Example:
+        >>> import torch
+        >>> a = torch.ones(2, 2)
+        >>> triage(torch.ops.aten.add.Tensor, (a, a), None) is None
+        True
+        >>> triage(torch.ops.aten.mm.default, (a, a), {})[1]
+        (0, 1)
+    """
+    ordinary = _ORDINARY.get(func)
+    if ordinary is None:
+        packet = func.overloadpacket
+        ordinary = _ORDINARY[func] = (
+            packet not in _PRODUCTS and packet not in _OPAQUE_OR_REBUILT and not composite(func)
+        )
+    if ordinary:
+        return None
+    kwargs = kwargs or {}
+    if passes_through(args, kwargs):  # sparse/nested: untouched
+        return None
+    packet = func.overloadpacket
+    return packet, _PRODUCTS.get(packet), kwargs
+
+
 def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run ``func``'s C++ CompositeImplicitAutograd kernel, as eager mode does.
 
@@ -257,21 +333,11 @@ class TF32EmulationMode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func.overloadpacket
-        operands = GEMMS.get(packet)
-        is_conv = operands is None and packet in CONVS
-        if is_conv:
-            operands = CONVS[packet]
-        if (
-            operands is None
-            and packet not in _tf32_opaque.DECOMPOSABLE
-            and packet not in _tf32_opaque.OPAQUE
-            and not composite(func)
-        ):
-            return func(*args, **kwargs)  # (the common case, kept cheap)
-        if passes_through(args, kwargs):
-            return func(*args, **kwargs)
+        seen = triage(func, args, kwargs)
+        if seen is None:
+            return func(*args, **(kwargs or {}))
+        packet, operands, kwargs = seen
+        is_conv = packet in CONVS
         if operands is None:
             if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
                 with self:  # its visible pieces (one GEMM or einsum) come back here

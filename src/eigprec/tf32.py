@@ -33,6 +33,7 @@ there instead, so it models the GPU, not that CPU path.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterator
 from typing import Any
@@ -112,7 +113,7 @@ def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Te
     # for them and the select runs only when needed (also on inf + -inf, harmlessly).
     # On a GPU that screen would be a host synchronisation, and under torch.func
     # transforms data-dependent control flow is refused, so there the select always runs.
-    if not screen or x.device.type != "cpu" or (x.numel() and bool(torch.isnan(x.sum()))):
+    if not screen or x.device.type != "cpu" or (x.numel() and math.isnan(float(x.sum()))):
         result = torch.where(torch.isnan(x), x, result)
     return result
 
@@ -349,6 +350,8 @@ def has_real_tf32(device: torch.device | str) -> bool:
         >>> has_real_tf32("cpu")
         False
     """
+    if type(device) is torch.device and device.type != "cuda":
+        return False  # (the audit asks once per product: the common answer, kept cheap)
     if isinstance(device, bool | np.bool_) or not isinstance(
         device, torch.device | str | numbers.Integral
     ):
@@ -468,9 +471,12 @@ def emulate_tf32(
     ``qr``, ``matrix_exp``, ``det``, ``solve_triangular``/``triangular_solve`` and
     ``cholesky_solve``, ``linalg.solve``, ``lu_solve``, ``lu`` and ``lu_factor`` keep their
     products in float32, and so do the forward-mode (jvp) formulas guarded there: products
-    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky`` or
-    ``svd`` (``_tf32_dispatch.GUARDED_JVP_FUNCS``). Recurrent layers (``nn.RNN``,
-    ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
+    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky``,
+    ``svd``/``svdvals``, ``eig``/``eigvals``, ``eigh``/``eigvalsh``, ``qr``, ``lstsq``,
+    ``solve_triangular``, ``pinv``, ``matrix_exp``, ``torch.cholesky_solve`` or
+    ``torch.cholesky_inverse`` (their ``_ex`` forms included;
+    ``_tf32_dispatch.GUARDED_JVP_FUNCS``; the list is torch 2.13.0's). Recurrent layers
+    (``nn.RNN``, ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
     ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
     switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
     applies it is run through ATen's native cell loop (oneDNN off for that call) to be

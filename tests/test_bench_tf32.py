@@ -134,8 +134,19 @@ def test_coverage_probe_on_the_cpu_sees_float32_everywhere():
     from eigprec.chapters.tf32.probes import TF32_LEVEL, coverage_probe
 
     cov = coverage_probe("cpu")
-    assert set(cov) == {"mm", "vecmat", "mv", "conv", "lstm", "sdpa", "cdist", "eigh_backward"}
+    assert set(cov) == {
+        "mm",
+        "vecmat",
+        "linear1d",
+        "mv",
+        "conv",
+        "lstm",
+        "sdpa",
+        "cdist",
+        "eigh_backward",
+    }
     for row in cov.values():
+        assert row["switches_high"] and row["switches_highest"]
         assert 0 < row["highest"] < TF32_LEVEL and 0 < row["high"] < TF32_LEVEL
         assert not row["tf32_at_highest"] and not row["tf32_at_high"]
     assert cov["eigh_backward"]["changed_by_high"] is False

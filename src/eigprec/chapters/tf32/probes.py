@@ -194,7 +194,7 @@ def coverage_probe(device: torch.device | str, seed: int = 0) -> dict[str, dict[
         return torch.randn(*shape, generator=g).to(dev)
 
     a, b, x = rnd(256, 256), rnd(256, 256), rnd(256)
-    img, ker = rnd(2, 16, 32, 32), rnd(16, 16, 3, 3)
+    img, ker = rnd(8, 64, 64, 64), rnd(64, 64, 3, 3)
     lstm = torch.nn.LSTM(64, 64, batch_first=True).to(dev)
     seq = rnd(4, 20, 64)
     q, k, v = rnd(2, 4, 128, 64), rnd(2, 4, 128, 64), rnd(2, 4, 128, 64)
@@ -216,6 +216,7 @@ def coverage_probe(device: torch.device | str, seed: int = 0) -> dict[str, dict[
     families: dict[str, Callable[[torch.dtype], torch.Tensor]] = {
         "mm": lambda t: a.to(t) @ b.to(t),
         "vecmat": lambda t: x.to(t) @ b.to(t),
+        "linear1d": lambda t: torch.nn.functional.linear(x.to(t), b.to(t)),
         "mv": lambda t: a.to(t) @ x.to(t),
         "conv": lambda t: torch.nn.functional.conv2d(img.to(t), ker.to(t)),
         "lstm": lstm_run,
@@ -233,6 +234,7 @@ def coverage_probe(device: torch.device | str, seed: int = 0) -> dict[str, dict[
         for mode in ("highest", "high"):
             with matmul_precision(mode):
                 results[mode] = run(torch.float32)
+                row[f"switches_{mode}"] = _switches()
             row[mode] = _rel(results[mode], ref)
             row[f"tf32_at_{mode}"] = row[mode] > TF32_LEVEL
         if key == "eigh_backward":
@@ -244,6 +246,19 @@ def coverage_probe(device: torch.device | str, seed: int = 0) -> dict[str, dict[
             row["autocast_dtype"] = str(inside.dtype).removeprefix("torch.")
         out[key] = row
     return out
+
+
+def _switches() -> dict[str, str]:
+    """Torch's TF32 switches as they stand (what decided each measured run)."""
+    found = {"cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32)}
+    for name, obj in (
+        ("cuda.matmul", torch.backends.cuda.matmul),
+        ("cudnn.conv", getattr(torch.backends.cudnn, "conv", None)),
+        ("cudnn.rnn", getattr(torch.backends.cudnn, "rnn", None)),
+    ):
+        if obj is not None and hasattr(obj, "fp32_precision"):
+            found[f"{name}.fp32_precision"] = str(obj.fp32_precision)
+    return found
 
 
 def _as(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:

@@ -149,15 +149,29 @@ def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path
     assert not any("remove-cell" in c["metadata"].get("tags", []) for c in nb["cells"])
 
 
-def test_a_visible_cell_needing_a_guarded_definition_fails_naming_the_cell(tmp_path):
-    cells = [
-        "from eigprec.book import glue",
-        "for k in range(3):\n    assert k < 3\n    last = k",
-        "print(last)",
-        "x = 1",
-    ]
+@pytest.mark.parametrize(
+    "guard, shown, message",
+    [
+        # a definition made inside a guard's loop
+        (
+            "for k in range(3):\n    assert k < 3\n    last = k",
+            "print(last)",
+            r"cell 4 \(id c2\) needs `last`.*remove-cell cell 3",
+        ),
+        # an object a guard changes as well as checks
+        (
+            "rows = []\nfor k in range(3):\n    rows.append(k)\n    assert k < 3",
+            "print(rows)",
+            r"cell 4 \(id c2\) needs `rows`.*changes",
+        ),
+    ],
+)
+def test_a_visible_cell_needing_what_a_guard_defines_fails_naming_the_cell(
+    tmp_path, guard, shown, message
+):
+    cells = ["from eigprec.book import glue", guard, shown, "x = 1"]
     book = _book(tmp_path, cells, {1: ["remove-cell"]}, PROSE)
-    with pytest.raises(GenerationError, match=r"cell 4 \(id c2\) needs `last`.*remove-cell cell 3"):
+    with pytest.raises(GenerationError, match=message):
         _generate(book)
 
 
@@ -215,18 +229,6 @@ def test_what_hidden_cells_add_to_a_kept_object_is_kept_too(tmp_path):
     nb = _generate(book)
     kept = next(c["source"] for c in nb["cells"] if "rows = []" in c["source"])
     assert "rows.append(k)" in kept and "assert" not in kept
-
-
-def test_a_change_inside_a_guard_to_an_object_a_visible_cell_reads_fails(tmp_path):
-    cells = [
-        "from eigprec.book import glue",
-        "rows = []\nfor k in range(3):\n    rows.append(k)\n    assert k < 3",
-        "print(rows)",
-        "x = 1",
-    ]
-    book = _book(tmp_path, cells, {1: ["remove-cell"]}, PROSE)
-    with pytest.raises(GenerationError, match=r"cell 4 \(id c2\) needs `rows`.*changes"):
-        _generate(book)
 
 
 def test_a_visible_cell_that_only_writes_into_an_object_needs_only_the_object(tmp_path):

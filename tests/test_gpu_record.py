@@ -226,12 +226,9 @@ def test_dry_run_fails_where_torch_does_not_import(tmp_path):
         assert "torch does not import" in by_name[name]["reason"]
 
 
-def test_finish_leaves_out_notebooks_from_an_archive_too_large(tmp_path, monkeypatch):
-    run = gpu_record.Run(tmp_path / "work", budget=10, dry_run=True)
-    (run.out / "notebooks" / "clarke.ipynb").write_bytes(os.urandom(4000))
-    (run.out / "logs" / "a.log").write_text("log\n")
-    monkeypatch.setattr(gpu_record, "MAX_OUT_BYTES", 3000)
-    summary = {
+def _empty_summary() -> dict:
+    """A dry run's summary with no steps, as ``finish`` receives it."""
+    return {
         "schema": gpu_record.SCHEMA,
         "started": "t",
         "finished": "t",
@@ -242,6 +239,14 @@ def test_finish_leaves_out_notebooks_from_an_archive_too_large(tmp_path, monkeyp
         "install": {},
         "steps": [],
     }
+
+
+def test_finish_leaves_out_notebooks_from_an_archive_too_large(tmp_path, monkeypatch):
+    run = gpu_record.Run(tmp_path / "work", budget=10, dry_run=True)
+    (run.out / "notebooks" / "clarke.ipynb").write_bytes(os.urandom(4000))
+    (run.out / "logs" / "a.log").write_text("log\n")
+    monkeypatch.setattr(gpu_record, "MAX_OUT_BYTES", 3000)
+    summary = _empty_summary()
     files = gpu_record.finish(run, tmp_path / "out", summary)
     assert files == [gpu_record.ARCHIVE, "summary.json"]
     with tarfile.open(tmp_path / "out" / gpu_record.ARCHIVE) as tar:
@@ -257,17 +262,7 @@ def test_finish_refuses_more_files_than_the_machine_returns(tmp_path):
     out.mkdir()
     for i in range(7):
         (out / f"stray{i}.txt").write_text("x")
-    summary = {
-        "schema": gpu_record.SCHEMA,
-        "started": "t",
-        "finished": "t",
-        "seconds": 0.0,
-        "dry_run": True,
-        "exit_status": 0,
-        "wheels": {},
-        "install": {},
-        "steps": [],
-    }
+    summary = _empty_summary()
     with pytest.raises(RuntimeError, match="at most 8"):
         gpu_record.finish(run, out, summary)
 

@@ -191,7 +191,10 @@ class _Run:
                     norm = min(norm, limit)
             self.norm_avg = data["clip_beta"] * self.norm_avg + (1 - data["clip_beta"]) * norm
             self.weight = data["clip_beta"] * self.weight + (1 - data["clip_beta"])
-            self.opt.step()
+            # Only the optimizer runs under the precision setting (and TF32 emulation, whose
+            # dispatch would otherwise slow every float64 op of the model as well).
+            with _precision_context(self.arm._setting()):
+                self.opt.step()
             self.curve[k + 1] = self.loss()
         self.k = max(self.k, stop)
 
@@ -274,40 +277,39 @@ def mlp_experiment(
     for arm in arms:
         labels = [arm.label, f"{arm.label}, no spike"] + [replace(arm, clip=c).label for c in clips]
         curves = {lab: torch.empty(len(seeds), steps + 1, dtype=torch.float64) for lab in labels}
-        with _precision_context(arm._setting()):
-            for i, seed in enumerate(seeds):
-                prob = replace(base, seed=seed)
-                model = prob.model()
-                teacher = prob.teacher_weights()
-                input_map = prob.input_map()
-                x_eval = prob.inputs(eval_size, 0, input_map)
-                with torch.no_grad():
-                    y_eval = _forward(model, teacher, x_eval)
-                data = {
-                    "model": model,
-                    "teacher": teacher,
-                    "eval": (x_eval, y_eval),
-                    "map": input_map,
-                    "lr": lr,
-                    "eps": eps,
-                    "steps": steps,
-                    "spike_step": spike_step,
-                    "spike_scale": spike_scale,
-                    "clip_beta": clip_beta,
-                }
-                shared = _Run(arm, prob, data)
-                shared.advance_to(spike_step, spike=True)
-                branches = [(f"{arm.label}, no spike", shared.fork(arm), False)]
-                for c in clips:
-                    clipped = replace(arm, clip=c)
-                    if shared.clip_would_bite(c):
-                        run = _Run(clipped, prob, data)
-                    else:
-                        run = shared.fork(clipped)
-                    branches.append((clipped.label, run, True))
-                branches.append((arm.label, shared, True))
-                for label, run, spike in branches:
-                    run.advance_to(steps, spike=spike)
-                    curves[label][i] = run.curve
+        for i, seed in enumerate(seeds):
+            prob = replace(base, seed=seed)
+            model = prob.model()
+            teacher = prob.teacher_weights()
+            input_map = prob.input_map()
+            x_eval = prob.inputs(eval_size, 0, input_map)
+            with torch.no_grad():
+                y_eval = _forward(model, teacher, x_eval)
+            data = {
+                "model": model,
+                "teacher": teacher,
+                "eval": (x_eval, y_eval),
+                "map": input_map,
+                "lr": lr,
+                "eps": eps,
+                "steps": steps,
+                "spike_step": spike_step,
+                "spike_scale": spike_scale,
+                "clip_beta": clip_beta,
+            }
+            shared = _Run(arm, prob, data)
+            shared.advance_to(spike_step, spike=True)
+            branches = [(f"{arm.label}, no spike", shared.fork(arm), False)]
+            for c in clips:
+                clipped = replace(arm, clip=c)
+                if shared.clip_would_bite(c):
+                    run = _Run(clipped, prob, data)
+                else:
+                    run = shared.fork(clipped)
+                branches.append((clipped.label, run, True))
+            branches.append((arm.label, shared, True))
+            for label, run, spike in branches:
+                run.advance_to(steps, spike=spike)
+                curves[label][i] = run.curve
         result.losses.update(curves)
     return result

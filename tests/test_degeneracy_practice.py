@@ -142,6 +142,7 @@ def test_module_exports_and_chapter_arms():
         "chapter_arms",
         "peak_spread",
         "practice_experiment",
+        "row_spike",
         "training_and_practice",
     }
     arms = practice.chapter_arms()

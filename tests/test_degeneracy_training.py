@@ -141,6 +141,7 @@ def test_docstring_examples_run(module):
 
 
 def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
+    from eigprec.chapters.degeneracy.mlp import mlp_experiment
     from eigprec.chapters.degeneracy.practice import practice_experiment
     from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
     from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
@@ -156,6 +157,7 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
     assert len(big["cost"]["settings"]) == 2 * len(small["cost"]["settings"])
     assert small["cost"]["spike_step"] is None and small["cost"]["steps"] == 200
     assert len(big["sensitivity"]["eps"]) == 9
+    assert len(small["mlp"]["seeds"]) >= 5 and big["mlp"]["steps"] > small["mlp"]["steps"]
     # Every key is an argument of the function it is meant for.
     import inspect
 
@@ -165,6 +167,7 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         ("transient", transient_experiment),
         ("sensitivity", sensitivity_experiment),
         ("practice", practice_experiment),
+        ("mlp", mlp_experiment),
     ):
         assert set(big[name]) <= set(inspect.signature(fn).parameters)
         assert set(small[name]) <= set(inspect.signature(fn).parameters)

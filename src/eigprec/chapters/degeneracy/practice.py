@@ -47,6 +47,7 @@ __all__ = [
     "chapter_arms",
     "peak_spread",
     "practice_experiment",
+    "row_spike",
     "training_and_practice",
 ]
 
@@ -129,14 +130,18 @@ class Arm:
             knobs.append(f"max_update_rms {self.max_update_rms:g}")
         return name + extras + (", " + ", ".join(knobs) if knobs else "")
 
-    def build(self, param: torch.Tensor, lr: float, eps: float) -> torch.optim.Optimizer:
-        """The optimizer (betas (0.9, 0.95), shampoo β 0.95, no weight decay)."""
+    def build(
+        self, param: torch.Tensor | Sequence[torch.Tensor], lr: float, eps: float
+    ) -> torch.optim.Optimizer:
+        """The optimizer (betas (0.9, 0.95), shampoo β 0.95, no weight decay) of one 2-D
+        parameter or of a list of them (a model's weights)."""
+        params = [param] if isinstance(param, torch.Tensor) else list(param)
         if self.method == "Adam":
-            return torch.optim.Adam([param], lr=lr, betas=(0.9, 0.95), eps=eps)
+            return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.95), eps=eps)
         cls = {"diag": SOAP, "clamp": ClampedEigvalSOAP, "ema": EMAEigvalSOAP}[self.estimator]
         kwargs: dict[str, Any] = {"eigval_dtype": self.eigval_dtype} if self.eigval_dtype else {}
         return cls(
-            [param],
+            params,
             lr=lr,
             betas=(0.9, 0.95),
             shampoo_beta=0.95,
@@ -192,6 +197,7 @@ def practice_experiment(
     eps: float = 1e-8,
     clip_beta: float = 0.9,
     share_prefix: bool = True,
+    spike_rows: int | None = None,
 ) -> TrainingResult:
     """Train the regression once per arm and seed, with one spiked gradient.
 
@@ -210,6 +216,8 @@ def practice_experiment(
         share_prefix: Run arms that differ only in ``clip`` once up to the spike and fork
             them there, when no threshold would have clipped before it (the same numbers,
             computed once; ``False`` runs every arm from step 0, for testing).
+        spike_rows: ``None``: the spike multiplies the whole gradient (a scaled i.i.d.
+            draw). k: the spike has the same norm but lies on k rows (:func:`row_spike`).
 
     Returns:
         A :class:`~eigprec.chapters.degeneracy.training.TrainingResult` keyed by
@@ -238,7 +246,18 @@ def practice_experiment(
             raise ValueError(f"{name} must be positive and finite, got {value}")
     if not 0 <= clip_beta < 1:
         raise ValueError(f"clip_beta must be in [0, 1), got {clip_beta}")
-    config = {"shape": shape, "batch": batch, "lr": lr, "eps": eps, "grad_scale": grad_scale}
+    if spike_rows is not None and not (isinstance(spike_rows, int) and 1 <= spike_rows <= shape[0]):
+        raise ValueError(f"spike_rows must be None or in [1, {shape[0]}], got {spike_rows!r}")
+    if spike_rows is not None and spike_scale < 1:
+        raise ValueError(f"a row spike needs spike_scale ≥ 1, got {spike_scale}")
+    config = {
+        "shape": shape,
+        "batch": batch,
+        "lr": lr,
+        "eps": eps,
+        "grad_scale": grad_scale,
+        "spike_rows": spike_rows,
+    }
     result = TrainingResult([], tuple(seeds), steps, spike_step, spike_scale, config=config)
     curves = {a.label: torch.empty(len(seeds), steps + 1, dtype=torch.float64) for a in arms}
     # Arms that differ only in the clipping threshold take the same steps until a clip first
@@ -291,7 +310,11 @@ class _Run:
         for k in range(self.k, stop):
             grad = self.problem.gradient(self.param.detach(), k, self.target) * cfg["grad_scale"]
             if k == result.spike_step:
-                grad = grad * result.spike_scale
+                rows = cfg.get("spike_rows")
+                if rows is None:
+                    grad = grad * result.spike_scale
+                else:
+                    grad = row_spike(grad, rows, result.spike_scale, self.problem.seed)
             # The running norm is kept for every arm, so an unclipped run can tell when a
             # clipped twin would first have clipped.
             norm = torch.linalg.matrix_norm(grad).item()
@@ -326,6 +349,51 @@ class _Run:
     def finish(self) -> torch.Tensor:
         self.advance_to(self.result.steps)
         return self.curve
+
+
+def row_spike(grad: torch.Tensor, rows: int, scale: float, seed: int) -> torch.Tensor:
+    """A spike of ``scale`` × the gradient's norm, concentrated on ``rows`` of its rows.
+
+    The rows (drawn by ``torch.Generator().manual_seed(seed)``) are multiplied by one factor
+    s chosen so that the spiked gradient's Frobenius norm is ``scale`` × the gradient's, as
+    for the scaled draw ``scale · grad``; the other rows are untouched. What the spike adds,
+    (s − 1) times those rows, has rank at most ``rows``.
+
+    Args:
+        grad: The step's m×n gradient.
+        rows: How many rows carry the spike, 1 ≤ rows ≤ m.
+        scale: The spiked gradient's norm over the gradient's, ≥ 1.
+        seed: Seeds the choice of rows.
+
+    Returns:
+        The spiked gradient (a new tensor).
+
+    Raises:
+        ValueError: on ``rows`` out of range, ``scale`` < 1 or a zero gradient on those rows.
+
+    Example:
+        >>> g = torch.ones(4, 2, dtype=torch.float64)
+        >>> s = row_spike(g, 1, 10.0, seed=0)
+        >>> round(torch.linalg.matrix_norm(s).item() / torch.linalg.matrix_norm(g).item(), 6)
+        10.0
+        >>> int((s != g).any(dim=1).sum())
+        1
+    """
+    m = grad.shape[0]
+    if not 1 <= rows <= m:
+        raise ValueError(f"rows must be in [1, {m}], got {rows}")
+    if not scale >= 1:
+        raise ValueError(f"scale must be ≥ 1, got {scale}")
+    pick = torch.randperm(m, generator=torch.Generator().manual_seed(seed))[:rows]
+    on = grad[pick].square().sum()
+    if on == 0:
+        raise ValueError("the chosen rows of the gradient are zero")
+    total = grad.square().sum()
+    # s² · on + (total − on) = scale² · total
+    factor = torch.sqrt((scale**2 * total - (total - on)) / on)
+    out = grad.clone()
+    out[pick] = grad[pick] * factor
+    return out
 
 
 def peak_spread(result: TrainingResult) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,7 @@ EXPERIMENTS = (
     "diagnosis",
     "practice",
     "spike",
+    "mlp",
 )
 
 
@@ -49,8 +50,9 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
             ``"practice"`` (:func:`~eigprec.chapters.degeneracy.practice.practice_experiment`),
             ``"transient"``, ``"sensitivity"`` (:mod:`~eigprec.chapters.degeneracy.transient`)
             ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`)
-            or ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
-            fields of the angle experiment).
+            ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
+            fields of the angle experiment) or ``"mlp"``
+            (:func:`~eigprec.chapters.degeneracy.mlp.mlp_experiment`).
         full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
 
     Returns:
@@ -101,6 +103,20 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
             "settings": _three(("SOAP", "REKLS")),
             "spike_steps": (50, 100, 150, 200, 300, 450, 600, 800),
             "window": 30,
+        }
+    if experiment == "mlp":
+        from eigprec.chapters.degeneracy.mlp import TeacherStudent
+
+        # A 64×32 first layer (the chapter's tall aspect ratio) keeps the page in its CPU
+        # budget; the full build trains the default, twice as wide, for longer.
+        if big:
+            return {"seeds": tuple(range(8)), "steps": 320, "spike_step": 160}
+        return {
+            "seeds": (0, 1, 2, 3, 4),
+            "steps": 160,
+            "spike_step": 80,
+            "problem": TeacherStudent(32, 64, 8, spread=1e6),
+            "eval_size": 1024,
         }
     if experiment == "sensitivity":
         if not big:

@@ -111,8 +111,9 @@ lint: env
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# On every core: the suite is single-threaded test by test (1.4x faster on 2 cores).
 unit: env
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 # -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from eigprec.chapters.degeneracy.practice import Arm
+from eigprec.chapters.degeneracy.practice import Arm, _NormClip
 from eigprec.chapters.degeneracy.training import _precision_context
 
 __all__ = ["MLPResult", "TeacherStudent", "mlp_experiment"]
@@ -160,8 +160,8 @@ class _Run:
         self.opt = arm.build(self.weights, data["lr"], data["eps"])
         self.curve = torch.empty(data["steps"] + 1, dtype=torch.float64)
         self.curve[0] = self.loss()
-        self.norm_avg, self.weight, self.k = 0.0, 0.0, 0
-        self.history: list[tuple[float, float, float]] = []
+        self.clipper = _NormClip(data["clip_beta"], arm.clip)
+        self.k = 0
 
     def loss(self) -> float:
         with torch.no_grad():
@@ -183,14 +183,9 @@ class _Run:
             for w, g in zip(self.weights, grads, strict=True):
                 w.grad = g.to(w.dtype)
             norm = math.sqrt(sum(g.square().sum().item() for g in grads))
-            if self.weight > 0:
-                self.history.append((self.norm_avg, self.weight, norm))
-                if self.arm.clip is not None:
-                    limit = self.arm.clip * self.norm_avg / self.weight
-                    nn.utils.clip_grad_norm_(self.weights, max_norm=limit)
-                    norm = min(norm, limit)
-            self.norm_avg = data["clip_beta"] * self.norm_avg + (1 - data["clip_beta"]) * norm
-            self.weight = data["clip_beta"] * self.weight + (1 - data["clip_beta"])
+            limit = self.clipper.step(norm)
+            if limit is not None:
+                nn.utils.clip_grad_norm_(self.weights, max_norm=limit)
             # Only the optimizer runs under the precision setting (and TF32 emulation, whose
             # dispatch would otherwise slow every float64 op of the model as well).
             with _precision_context(self.arm._setting()):
@@ -199,7 +194,7 @@ class _Run:
         self.k = max(self.k, stop)
 
     def clip_would_bite(self, clip: float) -> bool:
-        return any(clip * a / w / n < 1.0 for a, w, n in self.history)
+        return self.clipper.would_bite(clip)
 
     def fork(self, arm: Arm) -> _Run:
         twin = _Run(arm, self.problem, self.data)
@@ -209,8 +204,7 @@ class _Run:
         for mine, theirs in zip(self.weights, twin.weights, strict=True):
             twin.opt.state[theirs] = copy.deepcopy(self.opt.state[mine])
         twin.curve.copy_(self.curve)
-        twin.norm_avg, twin.weight, twin.k = self.norm_avg, self.weight, self.k
-        twin.history = list(self.history)
+        twin.clipper, twin.k = self.clipper.fork(arm.clip), self.k
         return twin
 
 

@@ -287,6 +287,44 @@ def practice_experiment(
     return result
 
 
+class _NormClip:
+    """Clipping at ``clip`` × a bias-corrected EMA of past (clipped) gradient norms.
+
+    The running norm is kept whether or not this run clips, so that an unclipped run can
+    tell when a clipped twin would first have clipped (:meth:`would_bite`). Shared by the
+    regression runs here and the MLP runs of :mod:`eigprec.chapters.degeneracy.mlp`.
+    """
+
+    def __init__(self, beta: float, clip: float | None) -> None:
+        self.beta, self.clip = beta, clip
+        self.norm_avg, self.weight = 0.0, 0.0  # EMA of clipped norms and its bias correction
+        # (running sum, its weight, norm) before each step ≥ 1: what a threshold compares
+        self.history: list[tuple[float, float, float]] = []
+
+    def step(self, norm: float) -> float | None:
+        """Record one step's gradient norm; the norm to clip it to, or None (no clipping)."""
+        limit = None
+        if self.weight > 0:
+            self.history.append((self.norm_avg, self.weight, norm))
+            if self.clip is not None:
+                limit = self.clip * self.norm_avg / self.weight
+                norm = min(norm, limit)
+        self.norm_avg = self.beta * self.norm_avg + (1 - self.beta) * norm
+        self.weight = self.beta * self.weight + (1 - self.beta)
+        return limit
+
+    def would_bite(self, clip: float | None) -> bool:
+        """Would clipping at ``clip`` × the running mean have changed a step so far?"""
+        # The very expression that sets the limit in `step`, so "would bite" is exact.
+        return clip is not None and any(clip * a / w / n < 1.0 for a, w, n in self.history)
+
+    def fork(self, clip: float | None) -> _NormClip:
+        """A copy of the running state that goes on clipping at ``clip``."""
+        twin = _NormClip(self.beta, clip)
+        twin.norm_avg, twin.weight, twin.history = self.norm_avg, self.weight, list(self.history)
+        return twin
+
+
 class _Run:
     """One arm's run on one problem, which can be advanced, forked and finished."""
 
@@ -300,9 +338,7 @@ class _Run:
         self.opt = arm.build(self.param, cfg["lr"], cfg["eps"])
         self.curve = torch.empty(result.steps + 1, dtype=torch.float64)
         self.curve[0] = problem.loss(self.param.detach(), self.target)
-        self.norm_avg, self.weight = 0.0, 0.0  # EMA of clipped norms and its bias correction
-        # (running sum, its weight, norm) before each step ≥ 1: what a threshold compares
-        self.history: list[tuple[float, float, float]] = []
+        self.clipper = _NormClip(clip_beta, arm.clip)
         self.k = 0
 
     def advance_to(self, stop: int) -> None:
@@ -315,16 +351,10 @@ class _Run:
                     grad = grad * result.spike_scale
                 else:
                     grad = row_spike(grad, rows, result.spike_scale, self.problem.seed)
-            # The running norm is kept for every arm, so an unclipped run can tell when a
-            # clipped twin would first have clipped.
             norm = torch.linalg.matrix_norm(grad).item()
-            if self.weight > 0:
-                self.history.append((self.norm_avg, self.weight, norm))
-                if arm.clip is not None:
-                    grad = grad * min(1.0, arm.clip * self.norm_avg / self.weight / norm)
-                    norm = min(norm, arm.clip * self.norm_avg / self.weight)
-            self.norm_avg = self.clip_beta * self.norm_avg + (1 - self.clip_beta) * norm
-            self.weight = self.clip_beta * self.weight + (1 - self.clip_beta)
+            limit = self.clipper.step(norm)
+            if limit is not None:
+                grad = grad * min(1.0, limit / norm)
             self.param.grad = grad.to(arm.dtype)
             self.opt.step()
             self.curve[k + 1] = self.problem.loss(self.param.detach(), self.target)
@@ -332,8 +362,7 @@ class _Run:
 
     def clip_would_bite(self, clip: float | None) -> bool:
         """Would clipping at ``clip`` × the running mean have changed a step so far?"""
-        # The very expression that scales the gradient above, so "would bite" is exact.
-        return clip is not None and any(clip * a / w / n < 1.0 for a, w, n in self.history)
+        return self.clipper.would_bite(clip)
 
     def fork(self, arm: Arm) -> _Run:
         """A copy that goes on as ``arm`` (same arm up to its clipping threshold)."""
@@ -342,8 +371,7 @@ class _Run:
             twin.param.copy_(self.param)
         twin.opt.state[twin.param] = copy.deepcopy(self.opt.state[self.param])
         twin.curve.copy_(self.curve)
-        twin.norm_avg, twin.weight, twin.k = self.norm_avg, self.weight, self.k
-        twin.history = list(self.history)
+        twin.clipper, twin.k = self.clipper.fork(arm.clip), self.k
         return twin
 
     def finish(self) -> torch.Tensor:

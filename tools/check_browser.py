@@ -54,7 +54,14 @@ from browser_driver import (
     serve,
 )
 from page_axe import IMPACTS, axe_problems, axe_summary, run_axe
-from page_layout import SETTLE_JS, LayoutBudget, layout_problems, layout_summary, measure_layout
+from page_layout import (
+    QUIET_JS,
+    SETTLE_JS,
+    LayoutBudget,
+    layout_problems,
+    layout_summary,
+    measure_layout,
+)
 
 SCREENSHOT_MAX_HEIGHT = 6000
 DESKTOP_WIDTH, PHONE_WIDTH = 1280, 390
@@ -67,13 +74,15 @@ RAW_MATH = re.compile(
     r"\$\$|\\\(|\\\[|\\begin\{|(?<![\w$\\])\$(?=[^\s$])[^$\n]{1,200}?(?<=[^\s$\\])\$(?![\w$])"
 )
 
-# Runs in the page once it has loaded: waits for MathJax and every image, then
-# reports what a reader would see. Code is excluded from the raw-math search.
+# Runs in the page once it has loaded: waits for MathJax, every image and the page to
+# stop changing, then reports what a reader would see. Code is excluded from the
+# raw-math search.
 INSPECT_JS = (
     r"""
 (async () => {
 """
     + SETTLE_JS
+    + QUIET_JS
     + r"""  const broken = imgs.filter((img) => !(img.complete && img.naturalWidth > 0))
                      .map((img) => img.getAttribute("src") || "(no src)");
   const skip = "pre, code, script, style, textarea, kbd, mjx-container, .MathJax";

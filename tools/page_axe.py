@@ -1,7 +1,9 @@
 """Accessibility of a loaded page, by axe-core (vendored in ``tools/axe-core``). Used by
 ``check_browser.py``.
 
-Each page of the site is checked twice, as it loaded at the desktop width: once in the
+Each page of the site is checked twice, as it loaded at the desktop width and once it has
+stopped changing (``page_layout.QUIET_JS``: scripts such as Font Awesome's rewrite it after
+the load event, and axe-core must not grade a state in between): once in the
 light theme with every rule of the WCAG 2.0/2.1/2.2 A and AA tags and axe's
 ``best-practice`` tag, and once in the dark theme (``html[data-theme="dark"]``, the
 pydata theme's switch) with ``color-contrast`` only, the one rule a colour scheme
@@ -22,6 +24,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from page_layout import QUIET_JS
+
 AXE_DIR = Path(__file__).resolve().parent / "axe-core"
 AXE_VERSION = "4.14.1"
 # The subresource-integrity hash axe-core publishes for this version's axe.min.js
@@ -31,9 +35,14 @@ IMPACTS = ("minor", "moderate", "serious", "critical")
 FAILING_FROM = "serious"
 AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice")
 
-_RUN_JS = r"""
+_RUN_JS = (
+    r"""
 (async () => {
   const dark = __DARK__;
+  if (!dark) {
+"""
+    + QUIET_JS
+    + r"""  }
   const root = document.documentElement;
   const before = root.dataset.theme;
   if (dark) {
@@ -60,6 +69,7 @@ _RUN_JS = r"""
   }
 })()
 """
+)
 
 
 @functools.cache

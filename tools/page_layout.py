@@ -73,6 +73,28 @@ SETTLE_JS = r"""
     Promise.all(imgs.map((img) => img.decode().catch(() => null))), timeout(15000)]);
 """
 
+# A page has settled once its DOM has not changed for QUIET_MS; SETTLE_MS caps the wait
+# (a page that never stops changing is checked as it is then).
+QUIET_MS, SETTLE_MS = 250, 10000
+
+# Waits, inside an async function, until the page has settled: scripts may still be
+# rewriting it after the load event (Font Awesome turns each <i> icon into an <svg>),
+# and what is checked must be the page a reader sees, not a state in between. Run once
+# a page has loaded (check_browser's INSPECT_JS, page_axe's light-theme run).
+QUIET_JS = r"""
+  await new Promise((resolve) => {
+    let quiet;
+    const done = () => { observer.disconnect(); clearTimeout(quiet); clearTimeout(cap);
+                         resolve(); };
+    const observer = new MutationObserver(() => {
+      clearTimeout(quiet); quiet = setTimeout(done, __QUIET_MS__); });
+    observer.observe(document, {subtree: true, childList: true, attributes: true,
+                                characterData: true});
+    quiet = setTimeout(done, __QUIET_MS__);
+    const cap = setTimeout(done, __SETTLE_MS__);
+  });
+""".replace("__QUIET_MS__", str(QUIET_MS)).replace("__SETTLE_MS__", str(SETTLE_MS))
+
 LAYOUT_JS = (
     r"""
 (async () => {

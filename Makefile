@@ -168,7 +168,17 @@ colab-check: env
 	fi; \
 	$(PY) tools/colab_check.py $$notebooks --workdir $(BUILD)/colab
 
-test: lint unit strict-book site-check colab-check
+# Lint, then two pairs of stages side by side, each pair on the machine's cores together:
+# the unit suite beside the strict build (each fills the other's idle moments: the suite's
+# subprocess and browser waits, the build's single-threaded Sphinx), then the site checks
+# beside the Colab run (the browser check mostly waits on Chromium). A pair's output is
+# printed whole, stage by stage, as each finishes (--output-sync); a failing stage fails
+# `make test` once its partner has finished. The chapters execute twice: in the strict
+# build and in the Colab run, which needs the reader's notebooks the build writes.
+PAIR := $(MAKE) --no-print-directory -j2 --output-sync=target
+test: lint
+	$(PAIR) unit strict-book
+	$(PAIR) site-check colab-check
 	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"
 
 # Chapters are committed without outputs or execution counts (tests/test_book_files.py

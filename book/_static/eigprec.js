@@ -13,7 +13,9 @@
  * named "Toggle hidden content", and the titles of the theme's colour-mode icons
  * ("Light", "Dark", "System Settings") count as the visible text of a button named
  * "Color mode". The toggles keep their visible text as their name; the icons become
- * decorative, without titles (the button keeps its name and its tooltip).
+ * decorative, without titles (the button keeps its name and its tooltip), whether Font
+ * Awesome has already turned them into <svg>s with <title>s or does so later (its
+ * deferred script and this one race: CI once failed on a page where it ran first).
  *
  * The navigation's toggles for a chapter's sections (a chapter with a details page)
  * are a bare chevron: a screen reader announces a disclosure with no name
@@ -30,9 +32,22 @@
     document.querySelectorAll("details > summary[aria-label]").forEach((summary) => {
       if (summary.textContent.trim()) summary.removeAttribute("aria-label");
     });
-    document.querySelectorAll(".theme-switch-button i").forEach((icon) => {
-      icon.setAttribute("aria-hidden", "true");
+    document.querySelectorAll(".theme-switch-button").forEach((button) => {
+      decorativeIcons(button);
+      // Font Awesome may write its <svg>s (with the titles it read) after this has run.
+      new MutationObserver(() => decorativeIcons(button)).observe(button, {
+        childList: true,
+        subtree: true,
+      });
+    });
+  }
+  function decorativeIcons(button) {
+    // Before Font Awesome: its <i title="…">; after it: <svg aria-labelledby> + <title>.
+    button.querySelectorAll(":scope > i, :scope > svg").forEach((icon) => {
+      if (icon.getAttribute("aria-hidden") !== "true") icon.setAttribute("aria-hidden", "true");
       icon.removeAttribute("title");
+      icon.removeAttribute("aria-labelledby");
+      icon.querySelectorAll("title").forEach((title) => title.remove());
     });
   }
   function nameTocToggles() {

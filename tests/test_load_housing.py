@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -71,14 +72,19 @@ def test_probe_reports_a_refused_and_a_hanging_host():
     refused = regression._host_unreachable(f"http://127.0.0.1:{port}/x", 2.0)
     assert refused is not None and "127.0.0.1" in refused
 
-    def hang(*args, **kwargs):
-        import time
+    released = threading.Event()
 
-        time.sleep(30)
+    def hang(*args, **kwargs):
+        # Hangs past the probe's timeout, then fails as a connection would. (It used to
+        # return None after 30 s, and the probe's thread then raised inside whichever
+        # test was running: PytestUnhandledThreadExceptionWarning.)
+        released.wait(30)
+        raise TimeoutError("the fake connection gave up")
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(socket, "create_connection", hang)
         hung = regression._host_unreachable("https://example.invalid/data", 0.2)
+    released.set()
     assert hung == "offline: example.invalid did not answer within 0.2 s"
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]

@@ -1,18 +1,18 @@
 """Accessibility of a loaded page, by axe-core (vendored in ``tools/axe-core``). Used by
 ``check_browser.py``.
 
-Each page of the site is checked twice, as it loaded at the desktop width and once it has
-stopped changing (``page_layout.QUIET_JS``: scripts such as Font Awesome's rewrite it after
-the load event, and axe-core must not grade a state in between): once in the
-light theme with every rule of the WCAG 2.0/2.1/2.2 A and AA tags and axe's
-``best-practice`` tag, and once in the dark theme (``html[data-theme="dark"]``, the
-pydata theme's switch) with ``color-contrast`` only, the one rule a colour scheme
-changes. A violation whose impact is ``serious`` or ``critical`` fails the page (axe's
-own grading: text a reader cannot make out, an image without a text alternative, a
-control without a name, a link that says nothing); ``moderate`` and ``minor`` ones are
-printed and written to the JSON summary, never failing a page (``--axe-fail`` moves
-that line). The script is read from the vendored file after checking its SHA-256, so
-the check never loads anything from the network.
+Each page of the site is checked twice, as it loaded at the desktop width, once it has
+stopped changing (``check_browser.INSPECT_JS`` waits for that: scripts such as Font
+Awesome's rewrite it after the load event, and axe-core must not grade a state in
+between): once in the light theme with every rule of the WCAG 2.0/2.1/2.2 A and AA tags
+and axe's ``best-practice`` tag, and once in the dark theme
+(``html[data-theme="dark"]``, the pydata theme's switch) with ``color-contrast`` only,
+the one rule a colour scheme changes. A violation whose impact is ``serious`` or
+``critical`` fails the page (axe's own grading: text a reader cannot make out, an image
+without a text alternative, a control without a name, a link that says nothing);
+``moderate`` and ``minor`` ones are printed and written to the JSON summary, never
+failing a page (``--axe-fail`` moves that line). The script is read from the vendored
+file after checking its SHA-256, so the check never loads anything from the network.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from page_layout import QUIET_JS
-
 AXE_DIR = Path(__file__).resolve().parent / "axe-core"
 AXE_VERSION = "4.14.1"
 # The subresource-integrity hash axe-core publishes for this version's axe.min.js
@@ -35,14 +33,9 @@ IMPACTS = ("minor", "moderate", "serious", "critical")
 FAILING_FROM = "serious"
 AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice")
 
-_RUN_JS = (
-    r"""
+_RUN_JS = r"""
 (async () => {
   const dark = __DARK__;
-  if (!dark) {
-"""
-    + QUIET_JS
-    + r"""  }
   const root = document.documentElement;
   const before = root.dataset.theme;
   if (dark) {
@@ -69,7 +62,6 @@ _RUN_JS = (
   }
 })()
 """
-)
 
 
 @functools.cache
@@ -100,7 +92,8 @@ def run_axe(client: Any, dark: bool = False) -> list[dict]:
     """Run axe-core in the page ``client`` has loaded.
 
     Args:
-        client: a connected ``check_browser.DevTools`` page client, the page loaded.
+        client: a connected ``check_browser.DevTools`` page client, the page loaded and
+            settled (``page_layout.QUIET_JS``, which ``check_browser.check_page`` runs first).
         dark: check ``color-contrast`` in the dark theme instead of every rule in the
             light one (the page's theme is restored afterwards).
 

@@ -80,7 +80,7 @@ QUIET_MS, SETTLE_MS = 250, 10000
 # Waits, inside an async function, until the page has settled: scripts may still be
 # rewriting it after the load event (Font Awesome turns each <i> icon into an <svg>),
 # and what is checked must be the page a reader sees, not a state in between. Run once
-# a page has loaded (check_browser's INSPECT_JS, page_axe's light-theme run).
+# a page has loaded (check_browser's INSPECT_JS, before the inspection and axe-core).
 QUIET_JS = r"""
   await new Promise((resolve) => {
     let quiet;

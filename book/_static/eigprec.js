@@ -44,7 +44,7 @@
   function decorativeIcons(button) {
     // Before Font Awesome: its <i title="…">; after it: <svg aria-labelledby> + <title>.
     button.querySelectorAll(":scope > i, :scope > svg").forEach((icon) => {
-      if (icon.getAttribute("aria-hidden") !== "true") icon.setAttribute("aria-hidden", "true");
+      icon.setAttribute("aria-hidden", "true");
       icon.removeAttribute("title");
       icon.removeAttribute("aria-labelledby");
       icon.querySelectorAll("title").forEach((title) => title.remove());

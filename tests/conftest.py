@@ -174,3 +174,20 @@ def _no_leaked_precision(request):
     yield
     after = _precision_state()
     assert after == before, f"{request.node.nodeid} leaked precision state: {before} -> {after}"
+
+
+def chromium_or_skip() -> str:
+    """Chromium's executable for a browser test; skips the test where none is installed.
+
+    Returns:
+        The path of Debian's ``chromium`` (or another Chromium or Chrome found).
+    """
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    from browser_driver import find_chromium
+
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    return executable

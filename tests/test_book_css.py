@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, chromium_or_skip
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
@@ -73,9 +73,7 @@ WORDS_JS = r"""
 
 
 def test_phone_layout_with_the_book_stylesheet(tmp_path):
-    executable = check_browser.find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    executable = chromium_or_skip()
     (tmp_path / "page.html").write_text(_page())
     (tmp_path / "eigprec.css").write_text(CSS.read_text())
     with serve(tmp_path) as base, chromium(executable) as client:
@@ -120,9 +118,7 @@ THEME_MARKUP = (
 
 
 def test_book_script_fixes_what_axe_finds_in_the_theme_markup(tmp_path):
-    executable = check_browser.find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    executable = chromium_or_skip()
     # Targets of 24 px, as the theme's stylesheet makes them (axe's target-size).
     head = (
         '<!DOCTYPE html><html lang="en"><head><title>t</title><style>a, button, summary'
@@ -182,9 +178,7 @@ def test_colour_mode_icons_are_decorative_whichever_script_runs_first(tmp_path):
     # as the button's visible text (label-content-name-mismatch, serious: CI failed on it,
     # on a different page each time). The icons must end decorative whichever ran first:
     # hidden, without titles; the button keeps its name.
-    executable = check_browser.find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    executable = chromium_or_skip()
     if FONTAWESOME is None:
         pytest.skip("pydata-sphinx-theme (its fontawesome.js) is not installed")
     modes = (("sun", "light", "Light"), ("moon", "dark", "Dark"))

@@ -23,13 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, chromium_or_skip
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
 import page_layout
-
-CHROMIUM = check_browser.find_chromium()
 
 # A 2x2 PNG.
 PNG = base64.b64decode(
@@ -239,8 +237,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    if CHROMIUM is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    executable = chromium_or_skip()
     mathjax = _mathjax_dir()
     if mathjax is None:
         pytest.skip("sphinx-mathjax-offline (the bundled MathJax) is not installed")
@@ -250,7 +247,7 @@ def reports(tmp_path_factory):
     (site / "pic.png").write_bytes(PNG)
     (site / "mathjax").symlink_to(mathjax, target_is_directory=True)
     shots = Path(__file__).resolve().parents[1] / "_build" / "fixture-screenshots"
-    found = check_browser.check_site(site, shots, CHROMIUM)
+    found = check_browser.check_site(site, shots, executable)
     return {r.page: r for r in found}
 
 
@@ -429,8 +426,7 @@ def test_bad_options_are_refused(argv, message, capsys, tmp_path):
 
 
 def test_main_prints_and_writes_layout(tmp_path, capsys):
-    if CHROMIUM is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
+    chromium_or_skip()
     site = tmp_path / "site"
     site.mkdir()
     (site / "many_lines.html").write_text(LAYOUT_PAGES["many_lines.html"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, chromium_or_skip
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
@@ -109,16 +109,9 @@ def test_no_page_loads_from_the_network(site):
     assert problems == []
 
 
-def _chromium() -> str:
-    chromium = check_browser.find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
-    return chromium
-
-
 def test_math_renders_offline_in_a_browser_and_search_works(site):
     shots = ROOT / "_build" / "fixture-screenshots" / "offline-book"
-    found = check_browser.check_site(site, shots, _chromium(), "display")
+    found = check_browser.check_site(site, shots, chromium_or_skip(), "display")
     reports = {r.page: r for r in found}
     assert all(r.ok for r in reports.values()), {p: r.problems for p, r in reports.items()}
     assert reports["book/math.html"].formulas == 3  # inline, display, labelled
@@ -129,5 +122,5 @@ def test_math_renders_offline_in_a_browser_and_search_works(site):
 
 
 def test_search_that_finds_nothing_fails(site):
-    reports = check_browser.check_site(site, None, _chromium(), "zzyzxqq")
+    reports = check_browser.check_site(site, None, chromium_or_skip(), "zzyzxqq")
     assert "found nothing" in " ".join(reports[-1].problems)

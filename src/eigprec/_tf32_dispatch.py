@@ -18,10 +18,9 @@ into their ATen pieces, exactly as autograd would have, and sees the GEMMs insid
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,7 +38,6 @@ __all__ = [
     "NO_TF32_NODES",
     "BackwardAfterExitWarning",
     "GraphMarker",
-    "GuardedLinalg",
     "NotEmulatedWarning",
     "TF32EmulationMode",
     "composite",
@@ -167,26 +165,6 @@ GUARDED_JVP_FUNCS = frozenset(
         torch.cholesky_inverse,
     ]
 )
-
-
-class GuardedLinalg(TorchFunctionMode):
-    """Mark calls of ``GUARDED_JVP_FUNCS``: products inside them stay float32 (see above)."""
-
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        if func not in GUARDED_JVP_FUNCS:
-            return func(*args, **kwargs)
-        token = _IN_GUARDED_LINALG.set(True)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            _IN_GUARDED_LINALG.reset(token)
 
 
 # Set while a recurrent layer (torch.gru/rnn_tanh/rnn_relu/lstm) runs: its products follow
@@ -439,27 +417,67 @@ def tf32_conv_enabled() -> bool:
     return _precision._effective(*paths) == "tf32"
 
 
-@contextlib.contextmanager
-def _ieee_cpu(operand: torch.Tensor, op: str) -> Iterator[None]:
-    # At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
-    # float32 product in bf16/tf32; the emulation promises float32 accumulation, so
-    # pin it. The setting is process-wide: the precision lock keeps other threads'
-    # matmul_precision blocks from snapshotting or restoring it meanwhile.
-    mkldnn = getattr(torch.backends.mkldnn, op, None)
-    if operand.device.type != "cpu" or not hasattr(mkldnn, "fp32_precision"):
-        yield
-        return
-    paths = (("mkldnn", op, "fp32_precision"), ("mkldnn", "fp32_precision"), ("fp32_precision",))
-    with _precision._LOCK:
-        if _precision._effective(*paths) == "ieee":
-            yield
+# Per oneDNN op ("matmul", "conv"): its switch and the three settings its effective
+# precision is read from (ATen's Context::float32Precision), or None where this torch has no
+# such switch. Looked up once: only the values are read at every product.
+_MKLDNN: dict[str, tuple[Any, tuple[Any, ...]] | None] = {}
+
+
+def _mkldnn_switches(op: str) -> tuple[Any, tuple[Any, ...]] | None:
+    if op not in _MKLDNN:
+        mkldnn = torch.backends.mkldnn
+        switch = getattr(mkldnn, op, None)
+        _MKLDNN[op] = (
+            (switch, (switch, mkldnn, torch.backends))
+            if hasattr(switch, "fp32_precision")
+            else None
+        )
+    return _MKLDNN[op]
+
+
+class _ieee_cpu:
+    """Run one CPU product with oneDNN's float32 ``op`` pinned to IEEE.
+
+    At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
+    float32 product in bf16/tf32; the emulation promises float32 accumulation, so pin it.
+    The setting is process-wide: the precision lock is held meanwhile, so that other
+    threads' matmul_precision blocks neither snapshot nor restore it. A class rather than a
+    generator context manager: it runs once per product, and this is the cheaper form.
+    """
+
+    __slots__ = ("_old", "_switches")
+
+    def __init__(self, operand: torch.Tensor, op: str) -> None:
+        self._switches = _mkldnn_switches(op) if operand.device.type == "cpu" else None
+        self._old: str | None = None
+
+    def __enter__(self) -> None:
+        if self._switches is None:
             return
-        old = mkldnn.fp32_precision
-        mkldnn.fp32_precision = "ieee"
+        switch, chain = self._switches
+        _precision._LOCK.acquire()
         try:
-            yield
+            for setting in chain:  # the effective precision: "none" inherits
+                value = setting.fp32_precision
+                if value != "none":
+                    break
+            else:
+                value = "ieee"
+            if value != "ieee":
+                self._old = switch.fp32_precision
+                switch.fp32_precision = "ieee"
+        except BaseException:
+            _precision._LOCK.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        if self._switches is None:
+            return
+        try:
+            if self._old is not None:
+                self._switches[0].fp32_precision = self._old
         finally:
-            mkldnn.fp32_precision = old
+            _precision._LOCK.release()
 
 
 # --- graphs built inside the block whose backward runs outside it ---------------------
@@ -517,7 +535,11 @@ def saved_tensor_hooks(mode: TF32EmulationMode) -> tuple[Callable, Callable]:
 
 
 class GraphMarker(TorchFunctionMode):
-    """Tag the autograd nodes of emulated forward products with a backward check."""
+    """Tag the autograd nodes of emulated forward products with a backward check, and mark
+    calls of ``GUARDED_JVP_FUNCS`` (products inside them stay float32, see above).
+
+    One torch-function layer for both jobs: it runs at every torch call in the block.
+    """
 
     def __init__(self, mode: TF32EmulationMode) -> None:
         super().__init__()
@@ -538,6 +560,12 @@ class GraphMarker(TorchFunctionMode):
                 out = self._rnn(func, args, kwargs)
             finally:
                 _IN_RNN.reset(token)
+        elif func in GUARDED_JVP_FUNCS:
+            token = _IN_GUARDED_LINALG.set(True)
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                _IN_GUARDED_LINALG.reset(token)
         else:
             out = func(*args, **kwargs)
         if self.mode.graph_products != before:

@@ -551,8 +551,7 @@ def emulate_tf32(
         rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )
     hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
-    guarded = _tf32_dispatch.GuardedLinalg()
-    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), guarded, hooks:
+    with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
         yield
 
 

@@ -475,7 +475,14 @@ class _ieee_cpu:
             return
         try:
             if self._old is not None:
-                self._switches[0].fp32_precision = self._old
+                # Torch's getter answers with the inherited value where the op's own
+                # setting is "none", so the value read before cannot say which it was.
+                # Restore as precision._restore does: inherit first, and set the value
+                # explicitly only where inheriting does not give it back.
+                switch = self._switches[0]
+                switch.fp32_precision = "none"
+                if switch.fp32_precision != self._old:
+                    switch.fp32_precision = self._old
         finally:
             _precision._LOCK.release()
 

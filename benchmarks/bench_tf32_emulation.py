@@ -1,9 +1,9 @@
 """What ``emulate_tf32`` costs on the CPU, and how much of it any Python dispatch mode costs.
 
-Why: `make test` executes the degeneracy pages twice, and their TF32-emulated runs are the
-largest part of its time (CONTRIBUTING.md). This separates the emulator's own work
-(rounding, precision checks) from what torch charges for running Python at every ATen call,
-which no emulator built on a ``TorchDispatchMode`` can avoid.
+Why: `make test` executes the degeneracy pages twice, and their TF32-emulated runs take a
+large part of its time (CONTRIBUTING.md). This separates the emulator's own work (rounding,
+precision checks) from what torch charges for running Python at every ATen call, which no
+emulator built on a ``TorchDispatchMode`` can avoid.
 
 Three arms per workload, interleaved round by round (``time_interleaved``), so that all
 three see the same machine load:

@@ -55,3 +55,14 @@ def test_bench_eig_pairs_rounds_and_reports_every_target(capsys):
     ):
         line = next(x for x in out.splitlines() if x.startswith(label))
         assert float(line[len(label) :].split()[0]) > 0, line
+
+
+def test_bench_tf32_emulation_reports_both_ratios_for_every_workload(capsys):
+    bench = _load("bench_tf32_emulation")
+    ratios = bench.main(["--repeats", "1", "--steps", "5"])
+    assert len(ratios) == 4
+    for name, got in ratios.items():
+        assert set(got) == {"null mode", "emulated"}, name
+        assert all(r > 0 for r in got.values()), (name, got)
+    out = capsys.readouterr().out
+    assert all(name in out for name in ratios)

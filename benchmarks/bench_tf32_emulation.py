@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     torch.set_num_threads(args.threads)
     workloads = _workloads(torch.Generator().manual_seed(0), args.steps)
     fns = {f"{w} [{arm}]": fn for w, arms in workloads.items() for arm, fn in arms.items()}
-    for fn in fns.values():  # an untimed round: lazy imports, allocator, caches
-        fn()
+    # warmup=1: each candidate's first call (lazy imports, allocator, caches) is not a sample.
     t = time_interleaved(
         fns,
         clock=perf_counter_clock,

@@ -1,4 +1,4 @@
-"""The oneDNN IEEE pin around each emulated CPU product (``_tf32_dispatch._ieee_cpu``).
+"""The oneDNN IEEE pin around each emulated CPU product (``_onednn.ieee_cpu``).
 
 The emulation promises float32 accumulation, so every product it runs on the CPU pins
 oneDNN's float32 setting to IEEE for the call, under the precision lock, and puts it back
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from eigprec import emulate_tf32, precision
-from eigprec._tf32_dispatch import _ieee_cpu
+from eigprec._onednn import ieee_cpu as _ieee_cpu
 
 from ._precision_state import raw_precision_state
 

@@ -24,10 +24,10 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from eigprec import _tf32_opaque
 from eigprec import precision as _precision
+from eigprec._onednn import ieee_cpu as _ieee_cpu
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
 from eigprec._tf32_dispatch import (
-    _ieee_cpu,
     composite,
     in_no_tf32_formula,
     run_composite,

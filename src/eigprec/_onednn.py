@@ -32,7 +32,7 @@ def _mkldnn_switches(op: str) -> tuple[Any, tuple[Any, ...]] | None:
     return _MKLDNN[op]
 
 
-class ieee_cpu:  # a context manager, named as the function it replaced
+class ieee_cpu:  # lower case: used as a function is, `with ieee_cpu(x, "matmul"):`
     """Run one CPU product with oneDNN's float32 ``op`` pinned to IEEE.
 
     At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the

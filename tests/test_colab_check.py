@@ -6,6 +6,7 @@ installs it, and that a raising cell fails the check, naming notebook and cell.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,17 +46,21 @@ def _notebook(tmp_path: Path, name: str, setup: str, *cells: str) -> Path:
     return path
 
 
-def _run(tmp_path: Path, *notebooks: Path) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path: Path, *notebooks: Path, options: tuple[str, ...] = (), env: dict | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
             str(ROOT / "tools" / "colab_check.py"),
             *map(str, notebooks),
             *("--workdir", str(tmp_path / "work"), "--timeout", "300"),
+            *options,
         ],
         capture_output=True,
         text=True,
         timeout=900,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -141,6 +146,25 @@ def test_the_install_cell_may_follow_markdown_cells(tmp_path):
     nb = json.loads(path.read_text())
     nb["cells"].insert(0, {"cell_type": "markdown", "id": "m0", "metadata": {}, "source": "# A"})
     path.write_text(json.dumps(nb))
-    result = _run(tmp_path, path)
+    # An EIGPREC_QUICK of the calling shell does not reach a Colab kernel: only --quick does.
+    result = _run(tmp_path, path, env={"EIGPREC_QUICK": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok   reader.ipynb" in result.stdout
+    assert "scale: reduced for a small CPU" in result.stdout
+
+
+@needs_kernel
+def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
+    # make test's Colab check: the kernel sees EIGPREC_QUICK=1, so the degeneracy chapter's
+    # multi-seed experiments run their first seed; the check confirms the kernel's scale.
+    path = _notebook(
+        tmp_path,
+        "quick",
+        "".join(SETUP["source"]),
+        "from eigprec.chapters.degeneracy.scale import experiment_kwargs\n"
+        "assert experiment_kwargs('practice')['seeds'] == (0,)",
+    )
+    result = _run(tmp_path, path, options=("--quick",))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "one seed per experiment (--quick)" in result.stdout
+    assert "ok   quick.ipynb" in result.stdout and "(EIGPREC_QUICK=1)" in result.stdout

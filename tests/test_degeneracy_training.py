@@ -173,3 +173,31 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         assert set(small[name]) <= set(inspect.signature(fn).parameters)
     with pytest.raises(ValueError, match="experiment"):
         experiment_kwargs("everything")
+
+
+def test_quick_scale_runs_the_first_seed_and_nothing_else_changes(monkeypatch):
+    # make test's Colab check (EIGPREC_QUICK=1): one seed of each multi-seed experiment,
+    # every other argument as at chapter scale, so the reader's notebook runs every line.
+    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+
+    monkeypatch.delenv("EIGPREC_FULL", raising=False)
+    monkeypatch.delenv("EIGPREC_QUICK", raising=False)
+    chapter = {name: experiment_kwargs(name) for name in EXPERIMENTS}
+    monkeypatch.setenv("EIGPREC_QUICK", "1")
+    quick = {name: experiment_kwargs(name) for name in EXPERIMENTS}
+    assert quick == {name: experiment_kwargs(name, quick=True) for name in EXPERIMENTS}
+    for name in EXPERIMENTS:
+        if name in ("training", "practice", "mlp"):
+            assert len(chapter[name]["seeds"]) >= 5 and quick[name]["seeds"] == (0,)
+        assert {k: v for k, v in quick[name].items() if k != "seeds"} == {
+            k: v for k, v in chapter[name].items() if k != "seeds"
+        }, name
+        assert quick[name].get("seeds", (0,)) == chapter[name].get("seeds", (0,))[:1]
+    monkeypatch.delenv("EIGPREC_QUICK")
+    assert experiment_kwargs("practice") == chapter["practice"]
+    with pytest.raises(ValueError, match="both asked for"):
+        experiment_kwargs("practice", full=True, quick=True)
+    monkeypatch.setenv("EIGPREC_QUICK", "1")
+    monkeypatch.setenv("EIGPREC_FULL", "1")
+    with pytest.raises(ValueError, match="opposite scales"):
+        experiment_kwargs("practice")

@@ -345,9 +345,26 @@ def test_publish_and_the_strict_build_write_the_readers_notebooks_and_colab_runs
     assert "find $(BUILD)/notebooks" in colab and "book/*.ipynb" not in colab
     # `make test` executes the chapters twice (strict build, Colab run), not three times:
     # lint, the unit suite, the strict build, then the site checks beside the Colab run,
-    # which needs the reader's notebooks the strict build writes.
+    # which needs the reader's notebooks the strict build writes. The Colab run is the
+    # quick one (one seed per multi-seed experiment); the strict build is not.
     recipe = makefile.split("\ntest:")[1].split("\n\n")[0].splitlines()
     assert recipe[0].split() == ["lint", "unit", "strict-book"]
     stages = [line.split()[1:] for line in recipe[1:] if line.startswith("\t$(PAIR) ")]
-    assert stages == [["site-check", "colab-check"]]
+    assert stages == [["site-check", "colab-check", "COLAB_QUICK=1"]]
+    assert "$(if $(COLAB_QUICK),--quick)" in colab
+    assert re.search(r"^unexport EIGPREC_QUICK$", makefile, re.M)
     assert re.search(r"^PAIR := \$\(MAKE\) .*-j2 --output-sync=target$", makefile, re.M)
+
+
+@needs_make
+def test_the_colab_checks_scale_never_reaches_a_build():
+    # EIGPREC_QUICK=1 in the caller's shell would run the strict build at one seed, and
+    # its guards would fail; only `colab-check COLAB_QUICK=1` passes --quick on.
+    result = subprocess.run(
+        [MAKE, "--no-print-directory", "-f", str(ROOT / "Makefile"), "--eval",
+         'probe-quick: ; @echo "[$${EIGPREC_QUICK-unset}]"', "probe-quick"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "EIGPREC_QUICK": "1"},
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[unset]"

@@ -12,7 +12,7 @@ import torch
 
 import eigprec
 from eigprec import describe_runtime, matmul_precision
-from eigprec.book import full_scale
+from eigprec.book import full_scale, quick_scale
 
 
 def test_fields_match_this_machine():
@@ -108,10 +108,34 @@ def test_full_scale(monkeypatch, value, expected):
     assert scale == ("full (EIGPREC_FULL=1)" if expected else "reduced for a small CPU")
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), (" Yes ", True), ("0", False), ("", False)]
+)
+def test_quick_scale(monkeypatch, value, expected):
+    # make test's Colab check (tools/colab_check.py --quick): the box says so.
+    monkeypatch.delenv("EIGPREC_FULL", raising=False)
+    monkeypatch.setenv("EIGPREC_QUICK", value)
+    assert quick_scale() is expected
+    info = describe_runtime()
+    assert info.quick_scale is expected and not info.full_scale
+    scale = dict(info._rows())["Scale"]
+    assert ("EIGPREC_QUICK=1" in scale) is expected
+    assert (scale == "reduced for a small CPU") is not expected
+
+
+def test_quick_and_full_scale_together_are_refused(monkeypatch):
+    monkeypatch.setenv("EIGPREC_QUICK", "1")
+    monkeypatch.setenv("EIGPREC_FULL", "1")
+    with pytest.raises(ValueError, match="EIGPREC_QUICK=1 and EIGPREC_FULL=1"):
+        quick_scale()
+
+
 def test_full_scale_is_a_book_helper_not_library():
     assert "full_scale" not in eigprec.__all__
     assert not hasattr(eigprec, "full_scale")
     assert full_scale.__module__ == "eigprec.book.scale"
+    assert "quick_scale" not in eigprec.__all__
+    assert quick_scale.__module__ == "eigprec.book.scale"
 
 
 def _fake_cuda(monkeypatch, name: str, capability: tuple[int, int], hip: str | None = None):

@@ -19,6 +19,12 @@ What Colab does, and how it is imitated here without a network or a GPU:
 - Each notebook runs in its own empty folder (Colab's ``/content``): no ``book/data``.
 - After the last cell a check cell confirms that ``eigprec`` was imported from the
   fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
+- ``--quick`` (``make test``): ``EIGPREC_QUICK=1`` in the kernels, so the degeneracy
+  chapter's multi-seed experiments run their first seed only
+  (:func:`eigprec.book.quick_scale`): every cell still runs, in a fifth of the time. What
+  the pages find is checked by the strict build at chapter scale; a reader's Colab runs at
+  chapter scale, as the weekly job in Colab's own image does (.github/workflows/weekly.yml).
+  The check cell confirms the scale the kernel ran at.
 - A notebook that fails leaves its executed copy (the error output in the failing
   cell) and the traceback in ``<workdir>/failed/`` (``_build/colab/failed/`` in
   ``make test``), so the failure can be read after the run.
@@ -64,6 +70,8 @@ print("COLAB-CHECK " + _json.dumps({
     "colab": "google.colab" in _sys.modules,
     "myst_nb": "myst_nb" in _sys.modules,
     "tf32_emulated": _eigprec.describe_runtime().tf32_emulated,
+    "scale": _eigprec.describe_runtime().scale_label,
+    "quick": _eigprec.describe_runtime().quick_scale,
 }))
 """
 
@@ -258,6 +266,8 @@ def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int,
         os.environ["JUPYTER_PATH"] = str(jupyter)
         os.environ["OMP_NUM_THREADS"] = str(threads)
         seen = run_notebook(path.resolve(), url, own_package, workdir, timeout)
+        if seen["quick"] != (os.environ.get("EIGPREC_QUICK") == "1"):
+            raise ColabCheckError(f"{path.name}: the kernel ran at scale {seen['scale']!r}")
     except ColabCheckError as exc:
         return False, f"FAIL {path.name} ({time.monotonic() - t0:.0f} s)\n{exc}", 0.0
     seconds = time.monotonic() - t0
@@ -265,7 +275,7 @@ def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int,
         True,
         f"ok   {path.name}: every cell ran in {seconds:.0f} s in a fresh "
         "environment where `import eigprec` failed before the setup cell installed it; "
-        f"TF32 emulated: {seen['tf32_emulated']}",
+        f"TF32 emulated: {seen['tf32_emulated']}; scale: {seen['scale']}",
         seconds,
     )
 
@@ -278,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     parser.add_argument(
         "--jobs", type=int, default=0, help="notebooks at once, each its own session (0: CPUs)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="EIGPREC_QUICK=1: the degeneracy chapter's multi-seed experiments run one seed",
     )
     parser.add_argument(
         "--times",
@@ -294,11 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     url = repository_url(args.config)
     package = publishable_copy(ROOT, workdir / "checkout")
     # What a Colab kernel's environment has and has not: none of the book build's settings.
-    for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "PYTHONPATH"):
+    for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "EIGPREC_QUICK", "PYTHONPATH"):
         os.environ.pop(name, None)
+    if args.quick:
+        os.environ["EIGPREC_QUICK"] = "1"
     notebooks = longest_first(args.notebooks, load_times(args.times))
     jobs, threads = plan(args.jobs, len(notebooks))
-    print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once")
+    scale = "one seed per experiment (--quick)" if args.quick else "chapter scale"
+    print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once, {scale}")
     failures = []
     # A new Colab session per notebook: none sees another's install.
     with ProcessPoolExecutor(max_workers=jobs) as pool:

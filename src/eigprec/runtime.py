@@ -52,7 +52,18 @@ def _full_scale_requested() -> bool:
     # (eigprec.book.full_scale, which calls this reader); the library reads the variable
     # only so that the provenance box's "Scale" row says what the page ran at, without
     # importing eigprec.book.
-    return os.environ.get("EIGPREC_FULL", "").strip().lower() in {"1", "true", "yes"}
+    return _flag("EIGPREC_FULL")
+
+
+def _quick_scale_requested() -> bool:
+    # make test's Colab check sets EIGPREC_QUICK=1 (tools/colab_check.py --quick): the
+    # degeneracy chapter's multi-seed experiments run one seed, the check being whether
+    # every reader's notebook runs, not what it finds (the strict build checks that).
+    return _flag("EIGPREC_QUICK")
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,8 @@ class RuntimeInfo:
             TF32 behind torch's settings, where set: ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE``
             (``1``: torch starts at 'high', as in NVIDIA's NGC containers) and
             ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries never use TF32).
+        quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
+            book's multi-seed experiments to one seed.
 
     Example:
         >>> info = describe_runtime()
@@ -107,6 +120,7 @@ class RuntimeInfo:
     driver_version: str | None = None
     cudnn_version: int | None = None
     tf32_env_overrides: tuple[tuple[str, str], ...] = ()
+    quick_scale: bool = False
 
     @property
     def tf32_label(self) -> str:
@@ -117,6 +131,15 @@ class RuntimeInfo:
             return "real (tensor cores)"
         where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
         return f"emulated in software ({where})"
+
+    @property
+    def scale_label(self) -> str:
+        """How large the book's experiments ran here (the provenance box's "Scale" row)."""
+        if self.full_scale:
+            return "full (EIGPREC_FULL=1)"
+        if self.quick_scale:
+            return "one seed per experiment: make test's Colab check (EIGPREC_QUICK=1)"
+        return "reduced for a small CPU"
 
     def as_record(self) -> dict[str, object]:
         """The provenance of a recording, as JSON-ready data (the recorders write it).
@@ -169,7 +192,7 @@ class RuntimeInfo:
         return [
             *rows,
             ("Versions", versions),
-            ("Scale", "full (EIGPREC_FULL=1)" if self.full_scale else "reduced for a small CPU"),
+            ("Scale", self.scale_label),
             ("When", self.timestamp),
         ]
 
@@ -244,6 +267,7 @@ def describe_runtime() -> RuntimeInfo:
         driver_version=_driver_version() if device == "cuda" else None,
         cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
         tf32_env_overrides=_tf32_env_overrides(),
+        quick_scale=_quick_scale_requested(),
     )
 
 

@@ -1,5 +1,6 @@
 """How large the book's experiments run: chapter scale on a small CPU, full scale in the
-GPU publishing build (issue 23.12: a book helper, not library).
+GPU publishing build (issue 23.12: a book helper, not library), one seed in ``make test``'s
+Colab check.
 
 The library never imports this module. Its provenance record
 (:func:`eigprec.describe_runtime`) still reports the scale truthfully: it reads the same
@@ -9,9 +10,9 @@ one private reader, and :func:`full_scale` is it, so the two cannot disagree).
 
 from __future__ import annotations
 
-from eigprec.runtime import _full_scale_requested
+from eigprec.runtime import _full_scale_requested, _quick_scale_requested
 
-__all__ = ["full_scale"]
+__all__ = ["full_scale", "quick_scale"]
 
 
 def full_scale() -> bool:
@@ -32,3 +33,32 @@ def full_scale() -> bool:
         False
     """
     return _full_scale_requested()
+
+
+def quick_scale() -> bool:
+    """Whether the degeneracy chapter's multi-seed experiments should run one seed.
+
+    ``make test``'s Colab check sets ``EIGPREC_QUICK=1`` (``tools/colab_check.py
+    --quick``): it proves that every reader's notebook runs where Colab would run it, while
+    the strict build, at chapter scale, checks what the pages say. A page executed this way
+    says so in its provenance box ("Scale"); no published page is.
+
+    Returns:
+        True when ``EIGPREC_QUICK`` is set to ``1``, ``true`` or ``yes`` (any case).
+
+    Raises:
+        ValueError: if ``EIGPREC_FULL`` asks for full scale as well.
+
+    Example:
+        >>> import os
+        >>> os.environ.pop("EIGPREC_QUICK", None) and None
+        >>> quick_scale()
+        False
+    """
+    quick = _quick_scale_requested()
+    if quick and _full_scale_requested():
+        raise ValueError(
+            "EIGPREC_QUICK=1 and EIGPREC_FULL=1 are both set: they ask for opposite scales; "
+            "unset one of them"
+        )
+    return quick

@@ -3,6 +3,9 @@
 The chapter must execute in minutes on a 2-core CPU; the publishing build on a GPU sets
 ``EIGPREC_FULL=1`` (:func:`eigprec.book.full_scale`) and runs larger grids. One place
 decides both, so the page and its tests agree on what "the chapter's defaults" are.
+``make test``'s Colab check sets ``EIGPREC_QUICK=1`` (:func:`eigprec.book.quick_scale`):
+the multi-seed experiments then run their first seed only, everything else as at chapter
+scale, so every line of a reader's notebook still runs.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 import torch
 
-from eigprec.book import full_scale
+from eigprec.book import full_scale, quick_scale
 from eigprec.chapters.degeneracy.training import Setting, chapter_settings
 
 __all__ = ["EXPERIMENTS", "experiment_kwargs"]
@@ -41,8 +44,11 @@ def _three(methods: tuple[str, ...]) -> list[Setting]:
     ]
 
 
-def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, Any]:
-    """Keyword arguments of one experiment at chapter scale or at full scale.
+def experiment_kwargs(
+    experiment: str, full: bool | None = None, quick: bool | None = None
+) -> dict[str, Any]:
+    """Keyword arguments of one experiment at chapter scale, at full scale or at the Colab
+    check's.
 
     Args:
         experiment: One of :data:`EXPERIMENTS`: ``"training"``, ``"cost"`` (both for
@@ -54,20 +60,38 @@ def experiment_kwargs(experiment: str, full: bool | None = None) -> dict[str, An
             fields of the angle experiment) or ``"mlp"``
             (:func:`~eigprec.chapters.degeneracy.mlp.mlp_experiment`).
         full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
+        quick: The Colab check's scale: chapter scale with the first seed only (the
+            ``"training"``, ``"practice"`` and ``"mlp"`` experiments; the others run one
+            seed anyway); ``None`` reads :func:`eigprec.book.quick_scale`.
 
     Returns:
         A fresh dict of keyword arguments.
 
     Raises:
-        ValueError: on an unknown experiment name.
+        ValueError: on an unknown experiment name, or where both scales are asked for.
 
     Example:
         >>> experiment_kwargs("cost", full=False)["spike_step"] is None
         True
+        >>> experiment_kwargs("practice", full=False, quick=True)["seeds"]
+        (0,)
     """
     if experiment not in EXPERIMENTS:
         raise ValueError(f"experiment must be one of {EXPERIMENTS}, got {experiment!r}")
     big = full_scale() if full is None else bool(full)
+    small = quick_scale() if quick is None else bool(quick)
+    if big and small:
+        raise ValueError(
+            "full scale (full=True or EIGPREC_FULL=1) and the Colab check's scale "
+            "(quick=True or EIGPREC_QUICK=1) are both asked for; choose one"
+        )
+    kw = _kwargs(experiment, big)
+    if small and "seeds" in kw:
+        kw["seeds"] = kw["seeds"][:1]
+    return kw
+
+
+def _kwargs(experiment: str, big: bool) -> dict[str, Any]:
     if experiment == "spike":
         # The basis turns one step after the spike and the angle plots need the 50 steps
         # after it; the full build follows the primer's 200 steps.

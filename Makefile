@@ -35,7 +35,8 @@ help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
 	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors,"
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
-	@echo "            and run every reader's notebook as Colab would"
+	@echo "            and run every reader's notebook as Colab would (one seed per"
+	@echo "            multi-seed experiment: the strict build checks the numbers)"
 	@echo "make notebooks  the reader's notebooks (Colab, Download) from the executed build,"
 	@echo "            into $(BUILD)/notebooks (also run by make book and make publish)"
 	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
@@ -182,7 +183,7 @@ colab-check: env
 # 165 + 331 s). That pair's output is printed whole, stage by stage, as each finishes
 # (--output-sync); a failing stage fails `make test` once its partner has finished. The
 # chapters execute twice: in the strict build and in the Colab run, which needs the
-# reader's notebooks the build writes.
+# reader's notebooks the build writes; that second run is the quick one (COLAB_QUICK=1).
 PAIR := $(MAKE) --no-print-directory -j2 --output-sync=target
 test: lint unit strict-book
 	$(PAIR) site-check colab-check COLAB_QUICK=1

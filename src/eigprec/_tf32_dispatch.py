@@ -339,13 +339,9 @@ class TF32EmulationMode(TorchDispatchMode):
                     isinstance(a, torch.Tensor) and a.requires_grad for a in args
                 ):
                     self.graph_products += 1
-            # The rounding's own tensor ops bypass the torch-function layer (GraphMarker):
-            # below autograd they record no graph, and it would cost ~5 µs an op.
-            with torch._C.DisableTorchFunction():
-                rounded = tuple(
-                    self._round(a, self.rounding) if i in operands else a
-                    for i, a in enumerate(args)
-                )
+            rounded = tuple(
+                self._round(a, self.rounding) if i in operands else a for i, a in enumerate(args)
+            )
             if packet is _aten.convolution_backward:
                 return self._conv_backward(func, args, rounded, kwargs)
             with _ieee_cpu(args[operands[0]], "conv" if is_conv else "matmul"):

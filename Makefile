@@ -35,8 +35,8 @@ help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
 	@echo "make test   lint, unit tests, execute every chapter, build with warnings as errors,"
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
-	@echo "            and run every reader's notebook as Colab would (one seed per"
-	@echo "            multi-seed experiment: the strict build checks the numbers)"
+	@echo "            and run every reader's notebook as Colab would (one seed, smaller"
+	@echo "            grids: the strict build checks the numbers)"
 	@echo "make notebooks  the reader's notebooks (Colab, Download) from the executed build,"
 	@echo "            into $(BUILD)/notebooks (also run by make book and make publish)"
 	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
@@ -163,10 +163,10 @@ publish: env
 # as Colab runs it: a fresh environment without eigprec where only the install cell's
 # %pip install (pointed at this checkout) provides it. A failing notebook's executed copy
 # and traceback are left in $(BUILD)/colab/failed/. COLAB_QUICK=1 (`make test`): the
-# degeneracy chapter's multi-seed experiments run their first seed only, so this second
-# execution of the chapters costs a third of the first; every cell still runs, and the
-# strict build has checked the pages' claims at chapter scale. The weekly job runs the
-# published notebooks at a reader's scale in Colab's own image.
+# degeneracy chapter's experiments run one seed and smaller grids, so this second
+# execution of the chapters costs about half the CPU time of the first; every cell still
+# runs, and the strict build has checked the pages' claims at chapter scale. The weekly
+# job runs the published notebooks at a reader's scale in Colab's own image.
 COLAB_QUICK ?=
 colab-check: env
 	@notebooks="$$(find $(BUILD)/notebooks -name '*.ipynb' 2>/dev/null | sort)"; \

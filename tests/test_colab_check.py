@@ -166,5 +166,5 @@ def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
     )
     result = _run(tmp_path, path, options=("--quick",))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "one seed per experiment (--quick)" in result.stdout
+    assert "one seed, smaller grids (--quick)" in result.stdout
     assert "ok   quick.ipynb" in result.stdout and "(EIGPREC_QUICK=1)" in result.stdout

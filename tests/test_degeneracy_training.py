@@ -175,10 +175,14 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         experiment_kwargs("everything")
 
 
-def test_quick_scale_runs_the_first_seed_and_nothing_else_changes(monkeypatch):
-    # make test's Colab check (EIGPREC_QUICK=1): one seed of each multi-seed experiment,
-    # every other argument as at chapter scale, so the reader's notebook runs every line.
+def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
+    # make test's Colab check (EIGPREC_QUICK=1): one seed of each multi-seed experiment and
+    # two points of the transient and sensitivity grids (subsets of the chapter's), every
+    # other argument as at chapter scale, so the reader's notebook runs every line.
+    import inspect
+
     from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
     monkeypatch.delenv("EIGPREC_FULL", raising=False)
     monkeypatch.delenv("EIGPREC_QUICK", raising=False)
@@ -186,13 +190,22 @@ def test_quick_scale_runs_the_first_seed_and_nothing_else_changes(monkeypatch):
     monkeypatch.setenv("EIGPREC_QUICK", "1")
     quick = {name: experiment_kwargs(name) for name in EXPERIMENTS}
     assert quick == {name: experiment_kwargs(name, quick=True) for name in EXPERIMENTS}
+    grids = {"transient": ("spike_steps",), "sensitivity": ("eps", "scales")}
+    defaults = {
+        "transient": inspect.signature(transient_experiment).parameters,
+        "sensitivity": inspect.signature(sensitivity_experiment).parameters,
+    }
     for name in EXPERIMENTS:
         if name in ("training", "practice", "mlp"):
             assert len(chapter[name]["seeds"]) >= 5 and quick[name]["seeds"] == (0,)
-        assert {k: v for k, v in quick[name].items() if k != "seeds"} == {
-            k: v for k, v in chapter[name].items() if k != "seeds"
-        }, name
         assert quick[name].get("seeds", (0,)) == chapter[name].get("seeds", (0,))[:1]
+        for key in grids.get(name, ()):
+            full_grid = chapter[name].get(key, defaults[name][key].default)
+            assert len(quick[name][key]) == 2 and set(quick[name][key]) < set(full_grid)
+        changed = ("seeds", *grids.get(name, ()))
+        assert {k: v for k, v in quick[name].items() if k not in changed} == {
+            k: v for k, v in chapter[name].items() if k not in changed
+        }, name
     monkeypatch.delenv("EIGPREC_QUICK")
     assert experiment_kwargs("practice") == chapter["practice"]
     with pytest.raises(ValueError, match="both asked for"):

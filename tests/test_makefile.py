@@ -346,7 +346,7 @@ def test_publish_and_the_strict_build_write_the_readers_notebooks_and_colab_runs
     # `make test` executes the chapters twice (strict build, Colab run), not three times:
     # lint, the unit suite, the strict build, then the site checks beside the Colab run,
     # which needs the reader's notebooks the strict build writes. The Colab run is the
-    # quick one (one seed per multi-seed experiment); the strict build is not.
+    # quick one (one seed, smaller grids); the strict build is not.
     recipe = makefile.split("\ntest:")[1].split("\n\n")[0].splitlines()
     assert recipe[0].split() == ["lint", "unit", "strict-book"]
     stages = [line.split()[1:] for line in recipe[1:] if line.startswith("\t$(PAIR) ")]

@@ -20,8 +20,8 @@ What Colab does, and how it is imitated here without a network or a GPU:
 - After the last cell a check cell confirms that ``eigprec`` was imported from the
   fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
 - ``--quick`` (``make test``): ``EIGPREC_QUICK=1`` in the kernels, so the degeneracy
-  chapter's multi-seed experiments run their first seed only
-  (:func:`eigprec.book.quick_scale`): every cell still runs, in a fifth of the time. What
+  chapter's experiments run one seed and smaller grids (:func:`eigprec.book.quick_scale`):
+  every cell still runs, in about half the CPU time of the strict build's execution. What
   the pages find is checked by the strict build at chapter scale; a reader's Colab runs at
   chapter scale, as the weekly job in Colab's own image does (.github/workflows/weekly.yml).
   The check cell confirms the scale the kernel ran at.
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="EIGPREC_QUICK=1: the degeneracy chapter's multi-seed experiments run one seed",
+        help="EIGPREC_QUICK=1: the degeneracy chapter's experiments at one seed, smaller grids",
     )
     parser.add_argument(
         "--times",
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["EIGPREC_QUICK"] = "1"
     notebooks = longest_first(args.notebooks, load_times(args.times))
     jobs, threads = plan(args.jobs, len(notebooks))
-    scale = "one seed per experiment (--quick)" if args.quick else "chapter scale"
+    scale = "one seed, smaller grids (--quick)" if args.quick else "chapter scale"
     print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once, {scale}")
     failures = []
     # A new Colab session per notebook: none sees another's install.

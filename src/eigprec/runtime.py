@@ -57,7 +57,7 @@ def _full_scale_requested() -> bool:
 
 def _quick_scale_requested() -> bool:
     # make test's Colab check sets EIGPREC_QUICK=1 (tools/colab_check.py --quick): the
-    # degeneracy chapter's multi-seed experiments run one seed, the check being whether
+    # degeneracy chapter's experiments run one seed and smaller grids, the check being whether
     # every reader's notebook runs, not what it finds (the strict build checks that).
     return _flag("EIGPREC_QUICK")
 
@@ -94,7 +94,7 @@ class RuntimeInfo:
             (``1``: torch starts at 'high', as in NVIDIA's NGC containers) and
             ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries never use TF32).
         quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
-            book's multi-seed experiments to one seed.
+            degeneracy chapter's experiments (one seed, smaller grids).
 
     Example:
         >>> info = describe_runtime()
@@ -138,7 +138,7 @@ class RuntimeInfo:
         if self.full_scale:
             return "full (EIGPREC_FULL=1)"
         if self.quick_scale:
-            return "one seed per experiment: make test's Colab check (EIGPREC_QUICK=1)"
+            return "one seed, smaller grids: make test's Colab check (EIGPREC_QUICK=1)"
         return "reduced for a small CPU"
 
     def as_record(self) -> dict[str, object]:

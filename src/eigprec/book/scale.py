@@ -1,6 +1,6 @@
 """How large the book's experiments run: chapter scale on a small CPU, full scale in the
-GPU publishing build (issue 23.12: a book helper, not library), one seed in ``make test``'s
-Colab check.
+GPU publishing build (issue 23.12: a book helper, not library), reduced further in ``make
+test``'s Colab check.
 
 The library never imports this module. Its provenance record
 (:func:`eigprec.describe_runtime`) still reports the scale truthfully: it reads the same
@@ -36,7 +36,8 @@ def full_scale() -> bool:
 
 
 def quick_scale() -> bool:
-    """Whether the degeneracy chapter's multi-seed experiments should run one seed.
+    """Whether the degeneracy chapter's experiments should run at the Colab check's scale:
+    one seed where they run several, two points of the transient and sensitivity grids.
 
     ``make test``'s Colab check sets ``EIGPREC_QUICK=1`` (``tools/colab_check.py
     --quick``): it proves that every reader's notebook runs where Colab would run it, while

@@ -4,8 +4,9 @@ The chapter must execute in minutes on a 2-core CPU; the publishing build on a G
 ``EIGPREC_FULL=1`` (:func:`eigprec.book.full_scale`) and runs larger grids. One place
 decides both, so the page and its tests agree on what "the chapter's defaults" are.
 ``make test``'s Colab check sets ``EIGPREC_QUICK=1`` (:func:`eigprec.book.quick_scale`):
-the multi-seed experiments then run their first seed only, everything else as at chapter
-scale, so every line of a reader's notebook still runs.
+the multi-seed experiments then run their first seed only and the transient and
+sensitivity grids two points each, everything else as at chapter scale, so every line of
+a reader's notebook still runs.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def experiment_kwargs(
         full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
         quick: The Colab check's scale: chapter scale with the first seed only (the
             ``"training"``, ``"practice"`` and ``"mlp"`` experiments; the others run one
-            seed anyway); ``None`` reads :func:`eigprec.book.quick_scale`.
+            seed anyway) and two points of the ``"transient"`` and ``"sensitivity"``
+            grids; ``None`` reads :func:`eigprec.book.quick_scale`.
 
     Returns:
         A fresh dict of keyword arguments.
@@ -86,9 +88,19 @@ def experiment_kwargs(
             "(quick=True or EIGPREC_QUICK=1) are both asked for; choose one"
         )
     kw = _kwargs(experiment, big)
-    if small and "seeds" in kw:
-        kw["seeds"] = kw["seeds"][:1]
+    if small:
+        kw.update(_QUICK.get(experiment, {}))
+        if "seeds" in kw:
+            kw["seeds"] = kw["seeds"][:1]
     return kw
+
+
+# The Colab check's grids (quick=True), two points where the chapter has four or five: the
+# transient page's spike at steps 600 and 300 alone would cost more than the rest.
+_QUICK: dict[str, dict[str, Any]] = {
+    "transient": {"spike_steps": (50, 150)},
+    "sensitivity": {"eps": (1e-4, 1e-8), "scales": (10.0, 1000.0)},
+}
 
 
 def _kwargs(experiment: str, big: bool) -> dict[str, Any]:

@@ -52,7 +52,10 @@ help:
 #   TORCH_INDEX=URL that index, e.g. https://download.pytorch.org/whl/cu126
 TORCH_INDEX ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-PIP := $(PY) -m pip install --disable-pip-version-check
+# pip compiles every installed module one file after another (about 47 CPU-s here); the
+# env recipe compiles them afterwards on every core instead (compileall -j 0), as pip
+# would: a file that does not compile is left as it is, never an install failure.
+PIP := $(PY) -m pip install --disable-pip-version-check --no-compile
 
 env: $(STAMP)
 
@@ -71,6 +74,7 @@ $(STAMP): requirements.txt pyproject.toml
 	     emerging-optimizers==0.3.0; \
 	fi
 	$(PIP) --quiet --no-deps -e .
+	$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (eigprec)" >/dev/null
 	@touch $@
 

@@ -125,7 +125,7 @@ def fake_venv(tmp_path) -> Path:
     (venv / "bin" / "python").write_text(
         f"#!{sys.executable}\n"
         "import json, os, sys\n"
-        "if sys.argv[1:2] == ['-m'] and sys.argv[2] in ('pip', 'ipykernel'):\n"
+        "if sys.argv[1:2] == ['-m'] and sys.argv[2] in ('pip', 'ipykernel', 'compileall'):\n"
         f"    open({str(log)!r}, 'a').write(json.dumps(sys.argv[2:]) + '\\n')\n"
         "    sys.exit(0)\n"
         f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
@@ -156,7 +156,8 @@ def _torch_install(venv: Path) -> list[str]:
     assert calls.index(torch) == 0
     assert torch[-3:] == ["-c", "requirements.txt", "torch"]
     rest = [c for c in calls if c is not torch]
-    assert ["install", "--disable-pip-version-check", "--quiet", "-r", "requirements.txt"] in rest
+    flags = ["install", "--disable-pip-version-check", "--no-compile", "--quiet"]
+    assert [*flags, "-r", "requirements.txt"] in rest
     assert not any("--extra-index-url" in c for c in rest)
     return torch
 
@@ -174,6 +175,12 @@ def test_make_env_auto_takes_the_cpu_index_without_a_gpu(fake_venv, fake_bin, in
     assert result.returncode == 0, result.stdout + result.stderr
     assert _extra_index(_torch_install(fake_venv)) == index_server
     assert (fake_venv / ".eigprec-installed").exists()
+    # pip installs without compiling; then every module is compiled on every core.
+    calls = [json.loads(x) for x in (fake_venv.parent / "calls.jsonl").read_text().splitlines()]
+    tools = [c[0] for c in calls]
+    (compiled,) = [c for c in calls if c[0] == "compileall"]
+    assert compiled[1:4] == ["-qq", "-j", "0"] and compiled[4].endswith("site-packages")
+    assert tools.index("compileall") > max(i for i, t in enumerate(tools) if t == "pip")
 
 
 @needs_make

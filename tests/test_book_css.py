@@ -217,3 +217,33 @@ def test_colour_mode_icons_are_decorative_whichever_script_runs_first(tmp_path):
             assert seen["name"] == "Color mode", (name, seen)
             assert seen["titles"] == 0 and seen["labelled"] == 0, (name, seen)
             assert seen["hidden"], (name, seen)
+
+
+# A summary table of the API page as Sphinx's autosummary writes it: a name, then the first
+# line of its docstring. A long first line must wrap between words in the 688-px desktop
+# column; with every table cell kept on one line (the rule for tables of numbers) it made
+# the table 504 px wider than the column (make test's browser check failed on api.html).
+AUTOSUMMARY = (
+    '<div class="pst-scrollable-table-container"><table class="autosummary longtable table '
+    'autosummary"><tbody><tr class="row-odd"><td><p><a class="reference internal" href="#q">'
+    '<code class="xref py py-obj docutils literal notranslate"><span class="pre">quick_scale'
+    "</span></code></a></p></td><td><p>{summary}</p></td></tr></tbody></table></div>"
+)
+
+
+def test_api_summary_tables_wrap_their_descriptions_in_the_desktop_column(tmp_path):
+    executable = chromium_or_skip()
+    summary = " ".join(["Whether the chapter's experiments run at the smallest scale;"] * 4)
+    (tmp_path / "page.html").write_text(
+        '<!DOCTYPE html><html lang="en"><head><title>api</title>'
+        '<link rel="stylesheet" href="eigprec.css">'
+        "<style>body{margin:0;font-family:sans-serif} article.bd-article{width:688px}"
+        ".pst-scrollable-table-container{overflow-x:auto}</style></head><body>"
+        f'<main><article class="bd-article">{AUTOSUMMARY.format(summary=summary)}'
+        "</article></main></body></html>"
+    )
+    (tmp_path / "eigprec.css").write_text(CSS.read_text())
+    with serve(tmp_path) as base, chromium(executable) as client:
+        seen = measure_layout(client, base + "page.html", 1280, 30)
+    assert seen["column_px"] == 688 and seen["tables"]["count"] == 1
+    assert seen["tables"]["wide"] == [], layout_problems(seen, LayoutBudget(), chapter=False)

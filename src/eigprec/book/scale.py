@@ -36,8 +36,10 @@ def full_scale() -> bool:
 
 
 def quick_scale() -> bool:
-    """Whether the degeneracy chapter's experiments should run at the Colab check's scale:
-    one seed where they run several, two points of the transient and sensitivity grids.
+    """Whether experiments should run at the Colab check's scale (one seed, small grids).
+
+    The degeneracy chapter's multi-seed experiments then run their first seed, and its
+    transient and sensitivity grids two points each.
 
     ``make test``'s Colab check sets ``EIGPREC_QUICK=1`` (``tools/colab_check.py
     --quick``): it proves that every reader's notebook runs where Colab would run it, while

@@ -42,3 +42,21 @@ def test_unreadable_times_are_no_times(tmp_path):
     assert load_times(bad) == {} and load_times(tmp_path / "absent.json") == {}
     bad.write_text("[1, 2]")
     assert load_times(bad) == {}
+
+
+def test_a_fresh_clone_starts_the_longest_pages_first(tmp_path):
+    # A clean clone (CI) has no last run's times: ordered by file size, the strict build
+    # started the two shortest-running pages first and the longest-running (the 22 kB
+    # degeneracy_training, 81 s) last, and its kernel ran alone for the last 43 s.
+    import execute_pages
+    from schedule import TYPICAL_TIMES, page_order
+
+    pages = execute_pages.toc_notebooks(ROOT / "_toc.yml")
+    typical = load_times(TYPICAL_TIMES)
+    assert set(typical) == {p.name for p in pages}, "tools/page-seconds.json: one entry a page"
+    order = page_order(pages, tmp_path / "absent.json")
+    assert [p.name for p in order] == sorted(typical, key=typical.get, reverse=True)
+    # The last run's times, where there are some, come first.
+    last = tmp_path / "execution-seconds.json"
+    last.write_text(json.dumps({"tf32.ipynb": 1e6}))
+    assert page_order(pages, last)[0].name == "tf32.ipynb"

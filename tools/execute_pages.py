@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from book_toc import read_toc_files
-from schedule import load_times, longest_first, plan
+from schedule import load_times, page_order, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     if not pages:
         print("execute_pages: no notebook page in the toc")
         return 0
-    # Longest pages first (last run's times, else file size), so the longest run does
-    # not start last.
+    # Longest pages first (last run's times, else the typical ones, else file size), so
+    # the longest run does not start last.
     times_file = args.cache.parent / "execution-seconds.json"
     known = load_times(times_file)
-    pages = longest_first(pages, known)
+    pages = page_order(pages, times_file)
     cache = get_cache(str(args.cache))
     cached = [p for p in pages if _is_cached(cache, p)]
     for page in cached:

@@ -3,8 +3,9 @@
 ``tools/execute_pages.py`` (pages into MyST-NB's cache) and ``tools/colab_check.py`` (the
 reader's notebooks, one Colab-like session each) run one notebook per process. Both use
 the machine's cores once — ``jobs`` processes of ``cpus // jobs`` threads — and start the
-longest notebooks first, by the last run's times in ``_build/execution-seconds.json``
-(file size where a notebook has no time yet), so that the longest run does not start last.
+longest notebooks first, by the last run's times in ``_build/execution-seconds.json``,
+else by the typical times committed in ``tools/page-seconds.json`` (a fresh clone, CI),
+else by file size, so that the longest run does not start last.
 
 Example:
     >>> plan(jobs=0, items=3, cpus=2)
@@ -19,7 +20,12 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["load_times", "longest_first", "plan"]
+__all__ = ["TYPICAL_TIMES", "load_times", "longest_first", "page_order", "plan"]
+
+# Seconds each notebook page took in `make test`'s strict build on the 2-core machine,
+# for the order alone (a fresh clone has no last run): a page the file lacks is placed by
+# its size, and tests/test_schedule.py fails until the file names every page of the toc.
+TYPICAL_TIMES = Path(__file__).resolve().with_name("page-seconds.json")
 
 
 def load_times(path: Path) -> dict[str, float]:
@@ -49,6 +55,20 @@ def longest_first(paths: list[Path], known: dict[str, float]) -> list[Path]:
         A new list, the longest first.
     """
     return sorted(paths, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
+
+
+def page_order(paths: list[Path], last_run: Path) -> list[Path]:
+    """``paths``, longest first: by the last run's seconds (``last_run``), else by the
+    typical seconds in :data:`TYPICAL_TIMES`, else by file size.
+
+    Args:
+        paths: notebook files.
+        last_run: the last run's times (see :func:`load_times`); may be absent.
+
+    Returns:
+        A new list, the longest first.
+    """
+    return longest_first(paths, {**load_times(TYPICAL_TIMES), **load_times(last_run)})
 
 
 def plan(jobs: int, items: int, cpus: int | None = None) -> tuple[int, int]:

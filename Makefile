@@ -119,9 +119,14 @@ lint: env
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# On every core: the suite is single-threaded test by test (1.4x faster on 2 cores).
+# One worker more than there are cores, each torch on one thread. Many tests wait on a
+# subprocess, a kernel or Chromium, and a worker's torch with one thread per core left
+# the cores idle a third of the time or fighting each other: on the 2-core machine, 3
+# workers of one thread took 143-147 s against 181 s for `-n auto` (2 workers of 2
+# threads), 154 s with 4 workers and 170 s with 2; kernels the tests start inherit it.
+UNIT_JOBS ?= $$($(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 unit: env
-	$(PY) -m pytest -n auto
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS)
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 # -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;

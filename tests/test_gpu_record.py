@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -486,9 +487,23 @@ def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):
     assert step["status"] == "skipped" and "tools/gpu_wheels.py" in step["reason"]
 
 
+@pytest.mark.parametrize(
+    "inherited", [signal.default_int_handler, signal.SIG_IGN], ids=["handled", "ignored"]
+)
 def test_timed_out_tests_are_interrupted_so_pytest_writes_its_report(
-    tmp_path, fake_env, monkeypatch
+    tmp_path, fake_env, monkeypatch, inherited
 ):
+    # SIG_IGN: the recorder started where SIGINT is ignored, as a shell's background job is
+    # (bash without job control); its pytest inherited that, slept through the SIGINT and
+    # was killed without writing its report.
+    previous = signal.signal(signal.SIGINT, inherited)
+    try:
+        _interrupted_tests(tmp_path, fake_env, monkeypatch)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted_tests(tmp_path, fake_env, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "slow")
     monkeypatch.setattr(gpu_record, "GRACE_S", 5.0)
     monkeypatch.setattr(gpu_record, "MIN_STEP_S", 1.0)

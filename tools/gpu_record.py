@@ -358,6 +358,13 @@ def validate_summary(summary: Any) -> None:
 # --------------------------------------------------------------------------- running steps
 
 
+def _default_sigint() -> None:
+    # In the child, before exec: an ignored SIGINT stays ignored across exec (a recorder
+    # started as a shell's background job has it ignored), and pytest would then sleep
+    # through stop_in_time's SIGINT and be killed without writing its report.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop_in_time(proc: subprocess.Popen, limit: float, grace: float | None = None) -> int | None:
     """Wait for ``proc`` at most ``limit`` seconds; then SIGINT its group, SIGKILL after grace.
 
@@ -451,6 +458,7 @@ class Run:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **(env or {})},
                 start_new_session=True,
+                preexec_fn=_default_sigint,
             )
             rc = stop_in_time(proc, limit)
             fh.write(f"\n(exit status {rc}, {time.monotonic() - t0:.1f} s)\n")

@@ -54,9 +54,9 @@ def test_a_fresh_clone_starts_the_longest_pages_first(tmp_path):
     pages = execute_pages.toc_notebooks(ROOT / "_toc.yml")
     typical = load_times(TYPICAL_TIMES)
     assert set(typical) == {p.name for p in pages}, "tools/page-seconds.json: one entry a page"
-    order = page_order(pages, tmp_path / "absent.json")
+    order = page_order(pages, load_times(tmp_path / "absent.json"))
     assert [p.name for p in order] == sorted(typical, key=typical.get, reverse=True)
     # The last run's times, where there are some, come first.
     last = tmp_path / "execution-seconds.json"
     last.write_text(json.dumps({"tf32.ipynb": 1e6}))
-    assert page_order(pages, last)[0].name == "tf32.ipynb"
+    assert page_order(pages, load_times(last))[0].name == "tf32.ipynb"

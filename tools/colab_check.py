@@ -49,7 +49,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from schedule import page_order, plan
+from schedule import load_times, page_order, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_NAME = "eigprec-colab-sim"
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(name, None)
     if args.quick:
         os.environ["EIGPREC_QUICK"] = "1"
-    notebooks = page_order(args.notebooks, args.times)
+    notebooks = page_order(args.notebooks, load_times(args.times))
     jobs, threads = plan(args.jobs, len(notebooks))
     scale = "one seed, smaller grids (--quick)" if args.quick else "chapter scale"
     print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once, {scale}")

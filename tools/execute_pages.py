@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     # the longest run does not start last.
     times_file = args.cache.parent / "execution-seconds.json"
     known = load_times(times_file)
-    pages = page_order(pages, times_file)
+    pages = page_order(pages, known)
     cache = get_cache(str(args.cache))
     cached = [p for p in pages if _is_cached(cache, p)]
     for page in cached:

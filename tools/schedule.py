@@ -57,18 +57,18 @@ def longest_first(paths: list[Path], known: dict[str, float]) -> list[Path]:
     return sorted(paths, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
 
 
-def page_order(paths: list[Path], last_run: Path) -> list[Path]:
-    """``paths``, longest first: by the last run's seconds (``last_run``), else by the
-    typical seconds in :data:`TYPICAL_TIMES`, else by file size.
+def page_order(paths: list[Path], last_run: dict[str, float]) -> list[Path]:
+    """``paths``, longest first: by the last run's seconds, else by the typical seconds in
+    :data:`TYPICAL_TIMES`, else by file size.
 
     Args:
         paths: notebook files.
-        last_run: the last run's times (see :func:`load_times`); may be absent.
+        last_run: the last run's seconds per notebook name (see :func:`load_times`).
 
     Returns:
         A new list, the longest first.
     """
-    return longest_first(paths, {**load_times(TYPICAL_TIMES), **load_times(last_run)})
+    return longest_first(paths, {**load_times(TYPICAL_TIMES), **last_run})
 
 
 def plan(jobs: int, items: int, cpus: int | None = None) -> tuple[int, int]:

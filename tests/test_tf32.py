@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.overrides import _get_current_function_mode_stack
 
+import eigprec
 import eigprec.tf32 as tf32
 from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
 from eigprec.chapters.tf32.probes import rounding_probe
@@ -222,7 +223,7 @@ def test_round_rejects_non_float32(bad, error):
         round_tf32(bad)
 
 
-@pytest.mark.parametrize("rounding", ["RNE", "nearest", None, 1])
+@pytest.mark.parametrize("rounding", ["RNE", "nearest", "", 1])
 def test_round_rejects_unknown_rounding(rounding):
     with pytest.raises(ValueError, match="rounding"):
         round_tf32(torch.ones(2), rounding)
@@ -647,3 +648,22 @@ def test_one_definition_of_tf32_hardware(monkeypatch):
     assert is_tf32_capability((8, 0)) and is_tf32_capability((9, 0))  # Ampere, Hopper
     monkeypatch.setattr(torch.version, "hip", "6.2")
     assert not is_tf32_capability((9, 4))  # a ROCm build: no NVIDIA TF32
+
+
+def test_unset_rounding_follows_the_environment_variable(monkeypatch):
+    # A tie between two TF32 values: 1 + 2**-11 goes up under "rna", down under "rne".
+    x = torch.tensor([1 + 2**-11])
+    monkeypatch.delenv("EIGPREC_TF32_ROUNDING", raising=False)
+    assert eigprec.tf32.default_rounding() == "rna"
+    assert round_tf32(x).item() == 1 + 2**-10
+    monkeypatch.setenv("EIGPREC_TF32_ROUNDING", "rne")
+    assert round_tf32(x).item() == 1.0
+    assert round_tf32(x, "rna").item() == 1 + 2**-10  # an explicit rule wins
+    a = torch.tensor([[1 + 2**-11]])
+    with eigprec.matmul_precision("high"), eigprec.emulate_tf32():
+        assert (a @ torch.ones(1, 1)).item() == 1.0
+    monkeypatch.setenv("EIGPREC_TF32_ROUNDING", "nearest")
+    with pytest.raises(ValueError, match="EIGPREC_TF32_ROUNDING"):
+        round_tf32(x)
+    with pytest.raises(ValueError, match="EIGPREC_TF32_ROUNDING"):
+        eigprec.emulate_tf32()

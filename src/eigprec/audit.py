@@ -88,7 +88,7 @@ from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settin
 from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
-from eigprec.tf32 import ROUNDINGS, _round_bits
+from eigprec.tf32 import _check_rounding, _round_bits
 
 __all__ = [
     "ENTRY_FLOOR",
@@ -334,8 +334,7 @@ def _key(x: float) -> float:
 def _check_options(
     rounding: Any, float64_limit: Any, only_enabled: Any, skip: Any, depth: Any
 ) -> None:
-    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    _check_rounding(rounding)
     if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
         raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
     if float64_limit < 0:
@@ -353,7 +352,7 @@ def _check_options(
 @reusable
 def tf32_audit(
     *,
-    rounding: str = "rna",
+    rounding: str | None = None,
     float64_limit: int = 2**18,
     only_enabled: bool = False,
     skip: tuple[str, ...] = ("torch", "eigprec"),
@@ -369,7 +368,9 @@ def tf32_audit(
     Every torch setting is left as found.
 
     Args:
-        rounding: TF32 rounding where TF32 is emulated (``"rna"``: Ampere cuBLAS).
+        rounding: TF32 rounding where TF32 is emulated (``"rna"``: Ampere cuBLAS;
+            ``"rne"``: the H100 and H200 measured); None:
+            :func:`eigprec.tf32.default_rounding`.
         float64_limit: largest cost (multiply-adds of one call) measured against a float64
             reference; larger calls use float32. ``0`` never uses float64.
         only_enabled: audit only the products that the current settings would run in TF32
@@ -399,6 +400,7 @@ def tf32_audit(
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
     _check_options(rounding, float64_limit, only_enabled, skip, depth)
+    rounding = _check_rounding(rounding)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
     with AuditMode(settings), module_paths(settings):
         yield AuditReport(settings)
@@ -508,7 +510,7 @@ def _change(new: dict[str, torch.Tensor], old: dict[str, torch.Tensor]) -> dict[
 def tf32_attribution(
     block: Callable[[], Any],
     *,
-    rounding: str = "rna",
+    rounding: str | None = None,
     skip: tuple[str, ...] = ("torch", "eigprec"),
     depth: int = 1,
 ) -> Attribution:
@@ -531,7 +533,8 @@ def tf32_attribution(
 
     Args:
         block: the computation; returns the outputs to compare.
-        rounding: TF32 rounding (``"rna"``: Ampere cuBLAS).
+        rounding: TF32 rounding (``"rna"``: Ampere cuBLAS; ``"rne"``: the H100 and H200
+            measured); None: :func:`eigprec.tf32.default_rounding`.
         skip: modules whose frames are not "your code" (as in :func:`tf32_audit`).
         depth: how many of your frames identify a site.
 
@@ -562,6 +565,7 @@ def tf32_attribution(
     if not callable(block):
         raise TypeError(f"block must be callable, got {type(block).__name__}")
     _check_options(rounding, 0, False, skip, depth)
+    rounding = _check_rounding(rounding)
     settings = _Settings(rounding, 0, False, skip, depth)
     emulator = _tf32_dispatch.TF32EmulationMode(
         rounding, True, True, _round_bits, lambda: True, lambda _device: False

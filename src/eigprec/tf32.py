@@ -44,13 +44,16 @@ import torch
 from eigprec._context import reusable
 
 from . import _tf32_dispatch
+from ._tf32_rounding import ROUNDING_ENV, ROUNDINGS, _check_rounding, default_rounding
 from .precision import MATMUL_PRECISIONS, _effective, _pinned
 
 __all__ = [
     "ROUNDINGS",
+    "ROUNDING_ENV",
     "TF32_MANTISSA_BITS",
     "BackwardAfterExitWarning",
     "NotEmulatedWarning",
+    "default_rounding",
     "emulate_tf32",
     "has_real_tf32",
     "is_tf32_capability",
@@ -64,20 +67,11 @@ __all__ = [
 #: Explicit mantissa bits kept by TF32 (float32 keeps 23).
 TF32_MANTISSA_BITS = 10
 
-#: The rounding rules :func:`round_tf32` implements.
-ROUNDINGS = ("rna", "rne", "rz")
-
 # The 13 low mantissa bits that TF32 drops, and half of the unit they leave behind.
 _DROPPED_BITS = 23 - TF32_MANTISSA_BITS
 _KEEP_MASK = -(1 << _DROPPED_BITS)  # 0xFFFFE000 as a signed int32
 _HALF_ULP = 1 << (_DROPPED_BITS - 1)  # 0x1000
 _MAX_TF32 = (2 - 2**-TF32_MANTISSA_BITS) * 2.0**127
-
-
-def _check_rounding(rounding: object) -> str:
-    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    return rounding
 
 
 def _check_dense(func: str, x: torch.Tensor) -> None:
@@ -152,7 +146,7 @@ def _under_functorch() -> bool:
     return torch._C._functorch.peek_interpreter_stack() is not None
 
 
-def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
+def round_tf32(x: torch.Tensor, rounding: str | None = None) -> torch.Tensor:
     """Round a float32 tensor to the nearest TF32 values (kept in float32 storage).
 
     The 13 low mantissa bits are rounded away: ``"rna"`` to nearest with ties away
@@ -167,7 +161,8 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
 
     Args:
         x: float32 tensor.
-        rounding: ``"rna"``, ``"rne"`` or ``"rz"``.
+        rounding: ``"rna"``, ``"rne"`` or ``"rz"``; None: :func:`default_rounding`
+            (``"rna"`` unless ``EIGPREC_TF32_ROUNDING`` says otherwise).
 
     Returns:
         A new float32 tensor of the same shape and device, every value representable
@@ -187,7 +182,7 @@ def round_tf32(x: torch.Tensor, rounding: str = "rna") -> torch.Tensor:
     if x.dtype != torch.float32:
         raise TypeError(f"round_tf32 expects a float32 tensor, got dtype {x.dtype}")
     _check_dense("round_tf32", x)
-    _check_rounding(rounding)
+    rounding = _check_rounding(rounding)
     # A negated view (``z.conj().imag``) cannot be reinterpreted bit by bit; negate for real.
     x = x.resolve_neg()
     if _under_functorch() or (x.requires_grad and torch.is_grad_enabled()):
@@ -429,7 +424,7 @@ def _real_tf32(device: torch.device) -> bool:
 
 
 def _check_emulate_args(
-    rounding: object = "rna", force: object = False, convolutions: object = None
+    rounding: object = None, force: object = False, convolutions: object = None
 ) -> None:
     # Run when emulate_tf32(...) is called, before any ``with`` (see _context.reusable).
     _check_rounding(rounding)
@@ -441,7 +436,7 @@ def _check_emulate_args(
 
 @reusable(check=_check_emulate_args)
 def emulate_tf32(
-    rounding: str = "rna", force: bool = False, convolutions: bool | None = None
+    rounding: str | None = None, force: bool = False, convolutions: bool | None = None
 ) -> Iterator[None]:
     r"""Make float32 matmuls and convolutions behave as on a TF32 GPU, on hardware without TF32.
 
@@ -528,6 +523,8 @@ def emulate_tf32(
         rounding: how operands are rounded to TF32: ``"rna"`` matches the public
             observations of cuBLAS on Ampere GPUs; an H100 (torch 2.11, CUDA 13) recorded
             for the book rounded ties to even, ``"rne"``. The tie rule is the GPU's.
+            None: :func:`default_rounding` (``"rna"`` unless the environment variable
+            ``EIGPREC_TF32_ROUNDING`` says otherwise), read when the block is entered.
         force: emulate on devices with real TF32 too.
         convolutions: emulate convolutions; None follows cuDNN's TF32 switch.
 
@@ -548,7 +545,7 @@ def emulate_tf32(
         >>> torch.backends.cuda.matmul.fp32_precision = "none"
     """
     mode = _tf32_dispatch.TF32EmulationMode(
-        rounding, force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
+        _check_rounding(rounding), force, convolutions, _round_bits, tf32_matmul_enabled, _real_tf32
     )
     hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
     with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:

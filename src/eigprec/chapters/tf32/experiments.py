@@ -121,7 +121,7 @@ def build_qtlq_problem(
 
 
 def diag_qtlq(
-    big_l: torch.Tensor, q: torch.Tensor, method: str = "fp32", rounding: str = "rna"
+    big_l: torch.Tensor, q: torch.Tensor, method: str = "fp32", rounding: str | None = None
 ) -> torch.Tensor:
     """``diag(QᵀLQ)`` computed as ``((Qᵀ @ L) * Qᵀ).sum(-1)`` with one matmul precision.
 
@@ -203,7 +203,7 @@ class DiagQtLQResult:
 def diag_qtlq_experiment(
     n: int = 128,
     seed: int = 0,
-    rounding: str = "rna",
+    rounding: str | None = None,
     device: str | torch.device = "cpu",
     methods: tuple[str, ...] = METHODS,
 ) -> DiagQtLQResult:
@@ -236,7 +236,7 @@ def diag_qtlq_experiment(
 
 
 def remedies_experiment(
-    n: int = 128, seed: int = 0, rounding: str = "rna", device: str | torch.device = "cpu"
+    n: int = 128, seed: int = 0, rounding: str | None = None, device: str | torch.device = "cpu"
 ) -> dict[str, torch.Tensor]:
     """Absolute errors of ``diag(QᵀLQ)`` under each remedy for TF32's loss.
 

@@ -31,7 +31,7 @@ __all__ = [
 TF32_UNIT_ROUNDOFF = 2.0**-11
 
 
-def relative_rounding_spread(x: torch.Tensor, rounding: str = "rna") -> float:
+def relative_rounding_spread(x: torch.Tensor, rounding: str | None = None) -> float:
     """Size of TF32's rounding errors relative to the values: ``‖round(x) − x‖_F / ‖x‖_F``.
 
     This is the root-mean-square relative rounding error with each entry weighted by its
@@ -98,7 +98,7 @@ class RoundingContributions:
 
 
 def qtlq_rounding_contributions(
-    n: int = 128, seed: int = 0, rounding: str = "rna"
+    n: int = 128, seed: int = 0, rounding: str | None = None
 ) -> RoundingContributions:
     """Separate the errors of ``diag(QᵀLQ)`` caused by rounding L and by rounding Q to TF32.
 

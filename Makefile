@@ -29,7 +29,7 @@ unexport EIGPREC_QUICK
 CACHE_INPUTS := src book/data requirements.txt pyproject.toml
 
 .PHONY: book test env lint unit cache-key strict-book site-check colab-check publish strip \
-	linkcheck notebooks clean help
+	linkcheck notebooks clean help robustness
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
@@ -39,6 +39,9 @@ help:
 	@echo "            grids: the strict build checks the numbers)"
 	@echo "make notebooks  the reader's notebooks (Colab, Download) from the executed build,"
 	@echo "            into $(BUILD)/notebooks (also run by make book and make publish)"
+	@echo "make robustness  execute every page under several arithmetic configurations"
+	@echo "            (threads, instruction sets, BLAS path, TF32 rounding rule) and fail on"
+	@echo "            any guard that fails in any; margins in $(BUILD)/robustness/"
 	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
 	@echo "make linkcheck  follow every external link of the book (chapters not executed)"
 	@echo "make env TORCH_INDEX=...  choose where torch comes from (default: auto, see Makefile)"
@@ -110,7 +113,12 @@ EXECUTE_PAGES := $(PY) tools/execute_pages.py --config _config.yml --toc _toc.ym
 notebooks: env
 	$(READER_NOTEBOOKS)
 
+# The pages are executed by the same tool, with the same kernel settings (one torch thread
+# per kernel unless OMP_NUM_THREADS says otherwise), as `make test`'s strict build, so
+# the README's two commands print the same numbers on one machine (issue 32); jupyter-book
+# then finds every page in the cache. A page whose guard fails stops the build here.
 book: cache-key
+	$(EXECUTE_PAGES)
 	$(JB)
 	$(READER_NOTEBOOKS)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
@@ -215,6 +223,17 @@ linkcheck: env
 	$(BIN)/jupyter-book build . --builder linkcheck --config $(LINKCHECK)/_config.yml \
 	  --path-output $(LINKCHECK)
 	@echo "Report: $(LINKCHECK)/_build/html/output.txt"
+
+# Every page executed under several configurations of the arithmetic (issue 32): one
+# thread; all cores; ATen's baseline kernels; MKL's SSE4.2 path and its reproducible
+# (CBWR) mode; the emulator's ties-to-even rounding, as Hopper GPUs round. Each in its
+# own cache; the guard-margin reports merged into $(BUILD)/robustness/report.{json,md}.
+# Fails on any guard that fails in any configuration. The weekly workflow runs it; it
+# takes about 6 times the strict build's page execution. ROBUSTNESS_ARGS="--configs a b".
+ROBUSTNESS_ARGS ?=
+robustness: env
+	$(PY) tools/robustness.py --config _config.yml --toc _toc.yml --out $(BUILD)/robustness \
+	  $(ROBUSTNESS_ARGS)
 
 # On an offline NVIDIA machine: everything GPU-only, into $$OUT or $(BUILD)/gpu-record
 # (CONTRIBUTING.md, "Recording on a GPU machine"). Needs no .venv: it builds its own on the

@@ -28,8 +28,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import guard_margins
 from book_toc import read_toc_files
 from schedule import load_times, page_order, plan
+
+#: Threads of torch (OpenMP) per kernel unless OMP_NUM_THREADS says otherwise. Fixed, not
+#: "the cores over the pages left to run": a thread count changes float32 results (the
+#: order of a product's sums), so a page must compute the same numbers whether it runs
+#: alone or beside others, under `make book` or `make test` (issue 32).
+KERNEL_THREADS = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,10 +48,16 @@ def toc_notebooks(toc_path: Path) -> list[Path]:
     return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
 
 
-def _execute(path: str, timeout: int) -> tuple[str, object, float, str | None]:
+def _execute(
+    path: str, timeout: int, guard_log: str | None = None
+) -> tuple[str, object, float, str | None]:
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
 
+    if guard_log is not None:
+        # The kernel inherits this process's environment: its guards append to this file.
+        Path(guard_log).unlink(missing_ok=True)
+        os.environ["EIGPREC_GUARD_LOG"] = guard_log
     nb = nbformat.read(path, as_version=4)
     result = single_nb_execution(
         nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False, meta_override=True
@@ -73,6 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toc", type=Path, default=ROOT / "_toc.yml")
     parser.add_argument("--cache", type=Path, default=ROOT / "_build" / ".jupyter_cache")
     parser.add_argument("--jobs", type=int, default=0, help="kernels at once (0: CPU count)")
+    parser.add_argument(
+        "--guards",
+        type=Path,
+        default=None,
+        help="folder of the per-page guard records (default: guards/ beside the cache)",
+    )
+    parser.add_argument(
+        "--margins",
+        type=Path,
+        default=None,
+        help="the merged guard-margin report (default: guard-margins.json beside the cache)",
+    )
+    parser.add_argument("--config-name", default="default", help="named in the margin report")
     args = parser.parse_args(argv)
     if args.jobs < 0:
         parser.error(f"--jobs must be >= 0, got {args.jobs}")
@@ -81,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     if not pages:
         print("execute_pages: no notebook page in the toc")
         return 0
+    guard_dir = args.guards or args.cache.parent / "guards"
+    margins = args.margins or args.cache.parent / "guard-margins.json"
+    guard_dir.mkdir(parents=True, exist_ok=True)
+    names = [p.stem for p in pages]
     # Longest pages first (last run's times, else the typical ones, else file size), so
     # the longest run does not start last.
     times_file = args.cache.parent / "execution-seconds.json"
@@ -92,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cached {page.relative_to(args.toc.parent)}")
     pages = [p for p in pages if p not in cached]
     if not pages:
+        _report(guard_dir, names, margins, args.config_name)
         return 0
-    # Threads per kernel so that the kernels together use the machine's cores once.
-    jobs, threads = plan(args.jobs, len(pages))
-    os.environ["OMP_NUM_THREADS"] = str(threads)
+    jobs, _ = plan(args.jobs, len(pages))
+    os.environ.setdefault("OMP_NUM_THREADS", KERNEL_THREADS)
     started = time.monotonic()
     print(
         f"execute_pages: {len(pages)} pages, {jobs} at once, "
@@ -103,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     failed = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_execute, str(p), timeout) for p in pages]
+        futures = [
+            pool.submit(_execute, str(p), timeout, str(guard_dir / f"{p.stem}.jsonl"))
+            for p in pages
+        ]
         for future in futures:
             path, nb, seconds, error = future.result()
             name = Path(path).relative_to(args.toc.parent)
@@ -123,7 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     times_file.parent.mkdir(parents=True, exist_ok=True)
     times_file.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
     print(f"execute_pages: {len(pages) - len(failed)} of {len(pages)} pages in {total:.0f} s")
+    _report(guard_dir, names, margins, args.config_name)
     return 1 if failed else 0
+
+
+def _report(guard_dir: Path, names: list[str], out: Path, config_name: str) -> None:
+    """Merge the pages' guard records into ``out`` and print the thinnest margins."""
+    report = guard_margins.merge(guard_dir, names, guard_margins.configuration(config_name))
+    guard_margins.write(report, out)
+    print("\n".join(guard_margins.summary_lines(report)))
+    print(f"execute_pages: guard margins in {out}")
 
 
 if __name__ == "__main__":

@@ -67,3 +67,25 @@ def test_repository_url_defined_once(book_config):
     assert url.startswith("https://github.com/")
     # Only one key in the configuration holds it.
     assert (ROOT / "_config.yml").read_text().count(url) == 1
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_guard_cells_use_the_guard_helper_not_bare_asserts(path: Path):
+    # A bare assert says pass or fail; eigprec.book.guard/check also record the margin
+    # each claim stands on (_build/guard-margins.json, make robustness), issue 32.
+    import ast
+
+    nb = json.loads(path.read_text())
+    bare = []
+    for i, cell in enumerate(nb["cells"]):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] != "code" or "remove-cell" not in tags:
+            continue
+        # IPython magics (the setup cell's %pip) are not Python: keep their indentation.
+        source = "\n".join(
+            re.sub(r"^(\s*)%.*", r"\1pass", line) for line in _source(cell).splitlines()
+        )
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assert):
+                bare.append(f"cell {i} line {node.lineno}: {ast.unparse(node)[:70]}")
+    assert not bare, f"{path.name}: use guard()/check() from eigprec.book:\n" + "\n".join(bare)

@@ -102,7 +102,7 @@ cache-key: env
 # glued values filled in, no MyST syntax, no guard cells, outputs kept, and the install
 # pinned to the commit built. The site's download copies (_sources/) are replaced by them.
 READER_NOTEBOOKS := $(PY) tools/reader_notebooks.py --executed $(BUILD)/jupyter_execute \
-	--out $(BUILD)/notebooks --html $(BUILD)/html
+	--out $(BUILD)/notebooks --html $(BUILD)/html --cache $(BUILD)/.jupyter_cache
 
 # The notebook pages executed into the execution cache, several kernels at once (one per
 # core), before jupyter-book: it then finds them cached instead of running them one after

@@ -92,3 +92,46 @@ def test_a_failing_page_fails_the_run_and_is_named(book, capsys):
 def test_negative_jobs_is_refused(book):
     with pytest.raises(SystemExit):
         _run(book, "--jobs", "-1")
+
+
+@needs_cache
+def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, capsys):
+    _page(
+        book / "book" / "a.ipynb",
+        "from eigprec.book import guard, check\n"
+        "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck('flag', True)",
+    )
+    _page(
+        book / "book" / "b.ipynb", "from eigprec.book import guard\nguard('fails', 0.5, '>', 1.0)"
+    )
+    assert _run(book) == 1
+    out = capsys.readouterr().out
+    report = json.loads((book / "_build" / "guard-margins.json").read_text())
+    rows = {(r["page"], r["name"]): r for r in report["guards"]}
+    assert rows["a", "thin"]["margin"] == pytest.approx(0.05)
+    assert rows["b", "fails"]["passed"] is False
+    assert "THIN" in out and "FAILED" in out
+    assert report["configuration"]["name"] == "default"
+    # A cached page keeps the guard records of its execution; a failed one is re-run.
+    _page(
+        book / "book" / "b.ipynb", "from eigprec.book import guard\nguard('fixed', 2.0, '>', 1.0)"
+    )
+    assert _run(book) == 0
+    report = json.loads((book / "_build" / "guard-margins.json").read_text())
+    names = {(r["page"], r["name"]) for r in report["guards"]}
+    assert ("a", "thin") in names and ("b", "fixed") in names and ("b", "fails") not in names
+
+
+@needs_cache
+def test_every_kernel_gets_one_thread_however_many_pages_are_left(book, monkeypatch):
+    # Threads change float32 sums: a page alone must compute what it computes beside others.
+    monkeypatch.setenv("OMP_NUM_THREADS", "unset")  # restored after the test, then removed
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    for name in ("a", "a_details", "b"):
+        _page(
+            book / "book" / f"{name}.ipynb",
+            f"import os\nopen('threads-{name}', 'w').write(os.environ['OMP_NUM_THREADS'])",
+        )
+    assert _run(book, "--jobs", "1") == 0
+    threads = {p.name: p.read_text() for p in (book / "book").glob("threads-*")}
+    assert threads == {"threads-a": "1", "threads-a_details": "1", "threads-b": "1"}

@@ -138,3 +138,17 @@ def test_the_configuration_matrix_varies_threads_kernels_blas_and_rounding():
     assert any("MKL_ENABLE_INSTRUCTIONS" in e or "MKL_CBWR" in e for e in envs)
     assert any(e.get("EIGPREC_TF32_ROUNDING") == "rne" for e in envs)
     assert len(robustness.CONFIGS) >= 5
+
+
+def test_measure_only_records_a_failure_and_goes_on_but_only_with_a_log(tmp_path, monkeypatch):
+    monkeypatch.setenv(guards.GUARD_MEASURE_ENV, "1")
+    with pytest.raises(AssertionError):  # no log to record it in: it must still fail
+        guard("no log", 0.5, ">", 1.0)
+    monkeypatch.setenv(guards.GUARD_LOG_ENV, str(tmp_path / "p.jsonl"))
+    guard("measured", 0.5, ">", 1.0)
+    check("measured too", False)
+    rows = guard_margins.read_page(tmp_path / "p.jsonl")
+    assert [(r["name"], r["passed"]) for r in rows] == [
+        ("measured", False),
+        ("measured too", False),
+    ]

@@ -309,3 +309,37 @@ def test_terms_link_to_the_glossary_page(tmp_path):
     glossary = "https://org.github.io/repo/book/glossary.html"
     assert f"See [TF32]({glossary}#term-TF32) and " in md
     assert f"[the floor]({glossary}#term-eigenvalue-floor)." in md
+
+
+def test_a_page_found_in_the_execution_cache_keeps_its_outputs(tmp_path):
+    # MyST-NB writes jupyter_execute/<page>.ipynb from the page as read: a page found in
+    # the cache (every page once execute_pages.py has run, and every page of a second
+    # `make book`) came out with no output at all, and so did its reader's notebook.
+    _needs_pybtex()
+    pytest.importorskip("jupyter_cache")
+    import nbformat
+    from jupyter_cache import get_cache
+
+    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, PROSE)
+    executed = book / "_build" / "jupyter_execute" / "book" / "page.ipynb"
+    with_outputs = json.loads(executed.read_text())
+    # What MyST-NB writes for a cached page: the source, outputs empty.
+    executed.write_text((book / "book" / "page.ipynb").read_text())
+    with pytest.raises(GenerationError, match="no output in any code cell"):
+        rn.generate(executed.parents[1], book / "_build" / "notebooks", book, "v1")
+    cache = get_cache(str(book / "_build" / ".jupyter_cache"))
+    record = cache.add_nb_to_project(str(book / "book" / "page.ipynb"))
+    from jupyter_cache.base import CacheBundleIn
+
+    cache.cache_notebook_bundle(
+        CacheBundleIn(nbformat.reads(json.dumps(with_outputs), 4), record.uri),
+        check_validity=False,
+    )
+    (path,) = rn.generate(
+        executed.parents[1], book / "_build" / "notebooks", book, "v1",
+        cache=book / "_build" / ".jupyter_cache",
+    )  # fmt: skip
+    reader = json.loads(path.read_text())
+    outputs = [c["outputs"] for c in reader["cells"] if c["cell_type"] == "code"]
+    assert any(outputs), "the reader's notebook lost the page's outputs"
+    assert any("out\n" in json.dumps(o) for o in outputs)

@@ -394,3 +394,12 @@ def test_deploy_only_from_main_with_pages_permissions(book):
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
     assert any("actions/deploy-pages" in s.get("uses", "") for s in deploy["steps"])
+
+
+def test_robustness_job_runs_the_configuration_matrix_and_keeps_its_report(weekly):
+    job = weekly["jobs"]["robustness"]
+    assert "make robustness" in _steps(job)
+    assert job["env"]["TORCH_INDEX"] == CPU_INDEX
+    upload = next(s for s in job["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == "_build/robustness/report.*"

@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if not pages:
         print("execute_pages: no notebook page in the toc")
         return 0
-    guard_dir = args.guards or args.cache.parent / "guards"
+    # Absolute: each kernel runs in its page's own folder.
+    guard_dir = (args.guards or args.cache.parent / "guards").resolve()
     margins = args.margins or args.cache.parent / "guard-margins.json"
     guard_dir.mkdir(parents=True, exist_ok=True)
     names = [p.stem for p in pages]

@@ -260,8 +260,38 @@ def toc_pages(toc: dict) -> list[str]:
     return toc_files(toc)
 
 
+def _from_cache(cache_dir: Path | None, page_path: Path) -> dict | None:
+    """The page executed, as the execution cache holds it (None: no cache or no match).
+
+    MyST-NB writes ``jupyter_execute/<page>.ipynb`` from the page as read, and only a page
+    it executes itself gets outputs there: a page found in the cache (every page, once
+    ``execute_pages.py`` has run) is written without them (issue 32). The cache has them.
+    """
+    if cache_dir is None or not cache_dir.is_dir():
+        return None
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_dir))
+    page_nb = nbformat.read(str(page_path), as_version=4)
+    try:
+        _, merged = cache.merge_match_into_notebook(page_nb)
+    except KeyError:
+        return None
+    return json.loads(nbformat.writes(merged))
+
+
+def _has_outputs(nb: dict) -> bool:
+    return any(c.get("outputs") for c in nb.get("cells", []) if c.get("cell_type") == "code")
+
+
 def generate(
-    executed: Path, out: Path, root: Path = ROOT, ref: str | None = None, html: Path | None = None
+    executed: Path,
+    out: Path,
+    root: Path = ROOT,
+    ref: str | None = None,
+    html: Path | None = None,
+    cache: Path | None = None,
 ) -> list[Path]:
     """Write the reader's notebook of every executed page under ``out``.
 
@@ -271,13 +301,14 @@ def generate(
         root: the book's root (``_config.yml``, ``_toc.yml``).
         ref: the commit or tag the pages were built from (default: ``git rev-parse HEAD``).
         html: the built site; its download copies are replaced by the reader's notebooks.
+        cache: the execution cache; a page it holds is taken from it, with its outputs.
 
     Returns:
         The paths written.
 
     Raises:
-        GenerationError: a page cannot become a reader's notebook, or a notebook page of
-            the table of contents has no executed copy.
+        GenerationError: a page cannot become a reader's notebook, a notebook page of
+            the table of contents has no executed copy, or it has no output at all.
     """
     config = yaml.safe_load((root / "_config.yml").read_text())
     pages = toc_pages(yaml.safe_load((root / "_toc.yml").read_text()))
@@ -293,7 +324,14 @@ def generate(
         source = executed / f"{page}.ipynb"
         if not source.is_file():
             raise GenerationError(f"{page}: no executed notebook {source}; build the book first")
-        nb = json.loads(source.read_text(encoding="utf-8"))
+        nb = _from_cache(cache, root / f"{page}.ipynb") or json.loads(
+            source.read_text(encoding="utf-8")
+        )
+        if not _has_outputs(nb):
+            raise GenerationError(
+                f"{page}: the executed notebook has no output in any code cell; "
+                "a reader would get a page without results (execute it, or pass --cache)"
+            )
         built = dt.datetime.fromtimestamp(source.stat().st_mtime, dt.UTC).strftime(
             "%Y-%m-%d %H:%M UTC"
         )
@@ -317,9 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--ref", help="commit or tag to pin the install to (default: HEAD)")
     parser.add_argument("--html", type=Path, help="built site whose download copies to replace")
+    parser.add_argument(
+        "--cache", type=Path, help="execution cache to take executed pages from (with outputs)"
+    )
     args = parser.parse_args(argv)
     try:
-        written = generate(args.executed, args.out, args.root, args.ref, args.html)
+        written = generate(args.executed, args.out, args.root, args.ref, args.html, args.cache)
     except GenerationError as exc:
         print(f"reader notebooks: {exc}", file=sys.stderr)
         return 1

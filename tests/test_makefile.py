@@ -118,7 +118,8 @@ def test_cli_rejects_a_non_positive_timeout(capsys):
 
 @pytest.fixture
 def fake_venv(tmp_path) -> Path:
-    """A .venv whose python logs `-m pip`/`-m ipykernel` calls and runs the rest."""
+    """A .venv whose python logs `-m pip`/`-m ipykernel` calls and the page execution
+    (tools/execute_pages.py: the chapters are not executed here) and runs the rest."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     log = tmp_path / "calls.jsonl"
@@ -127,6 +128,9 @@ def fake_venv(tmp_path) -> Path:
         "import json, os, sys\n"
         "if sys.argv[1:2] == ['-m'] and sys.argv[2] in ('pip', 'ipykernel', 'compileall'):\n"
         f"    open({str(log)!r}, 'a').write(json.dumps(sys.argv[2:]) + '\\n')\n"
+        "    sys.exit(0)\n"
+        "if sys.argv[1:2] and sys.argv[1].endswith('execute_pages.py'):\n"
+        f"    open({str(log)!r}, 'a').write(json.dumps(['execute_pages', *sys.argv[2:]]) + '\\n')\n"
         "    sys.exit(0)\n"
         f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
     )
@@ -298,6 +302,9 @@ build = Path(sys.argv[1])
 for source in sorted(Path("book").glob("*.ipynb")):
     nb = json.loads(source.read_text())
     text = "".join("".join(c["source"]) for c in nb["cells"]) + json.dumps(nb)
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran\\n"}]
     keys = {m.split(":")[0] for m in re.findall(r"\\{glue(?::\\w*)?\\}`([^`]+)`", text)}
     glue = {k: {"data": {"text/plain": "1", "text/markdown": "1"}} for k in keys}
     out = build / "jupyter_execute" / "book"
@@ -320,6 +327,9 @@ def test_make_book_writes_a_readers_notebook_per_chapter_from_the_build(
     (fake_venv / "bin" / "jupyter-book").chmod(0o755)
     result = _make("book", fake_venv, fake_bin, BUILD=str(build))
     assert result.returncode == 0, result.stdout + result.stderr
+    # make book executes the pages with the tool make test uses (issue 32: one path)
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert any(c[0] == "execute_pages" for c in calls)
     chapters = sorted(p.stem for p in (ROOT / "book").glob("*.ipynb"))
     written = sorted(p.stem for p in (build / "notebooks" / "book").glob("*.ipynb"))
     assert written == chapters and len(chapters) >= 3

@@ -99,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the merged guard-margin report (default: guard-margins.json beside the cache)",
     )
     parser.add_argument("--config-name", default="default", help="named in the margin report")
+    parser.add_argument(
+        "--timeout", type=int, default=None, help="seconds per cell (default: _config.yml's)"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 0:
         parser.error(f"--jobs must be >= 0, got {args.jobs}")
-    timeout = int(yaml.safe_load(args.config.read_text())["execute"]["timeout"])
+    timeout = args.timeout or int(yaml.safe_load(args.config.read_text())["execute"]["timeout"])
     pages = toc_notebooks(args.toc)
     if not pages:
         print("execute_pages: no notebook page in the toc")

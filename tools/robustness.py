@@ -64,6 +64,9 @@ def run_config(name: str, env_extra: dict[str, str], args: argparse.Namespace) -
     ]  # fmt: skip
     if args.jobs:
         cmd += ["--jobs", str(args.jobs)]
+    # Slower configurations (ATen's baseline kernels, MKL's SSE path) must not fail on the
+    # build's per-cell time limit: this run measures margins, not speed.
+    cmd += ["--timeout", str(args.timeout)]
     if args.fresh:
         subprocess.run(["rm", "-rf", str(folder)], check=True)
     started = time.monotonic()
@@ -153,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "robustness")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
     parser.add_argument(
         "--keep-cache", dest="fresh", action="store_false",
         help="reuse each configuration's execution cache (default: execute afresh)",

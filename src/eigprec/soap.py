@@ -288,7 +288,7 @@ class SOAP(CheckpointedOptions, Optimizer):
             for side, (factor, basis) in enumerate(((L, state["Q_L"]), (R, state["Q_R"]))):
                 approx = self._approx_eigvals(factor, basis)
                 floor: float | torch.Tensor = eps
-                if self.eps_mode == "relative":
+                if self.eps_mode == "relative" and approx.numel():  # empty: no maximum
                     # Kept on the device: reading the maximum back would stall a GPU
                     # once per factor and step.
                     top = approx.max()

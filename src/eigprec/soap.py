@@ -134,7 +134,9 @@ class SOAP(CheckpointedOptions, Optimizer):
         TypeError: if a parameter is not a dense, real (not complex) 2-D tensor, ``params``
             of a group is a set, ``dtype`` is not float32/float64, a number is not a real
             number (or is a bool) or a flag is not a bool.
-        ValueError: on an out-of-range hyperparameter or unknown option name.
+        ValueError: on an out-of-range hyperparameter or unknown option name, or a
+            parameter listed twice in a group (torch warns; SOAP would step it twice) or in
+            two groups (as torch).
 
     Example:
         >>> import torch
@@ -244,7 +246,8 @@ class SOAP(CheckpointedOptions, Optimizer):
             TypeError: if ``params`` is a set, a parameter is not a dense, real 2-D tensor,
                 or a hyperparameter is not a real number (bools and tensors are not; NumPy
                 scalars are, stored as floats).
-            ValueError: if a hyperparameter is out of range (see :class:`SOAP`).
+            ValueError: if a hyperparameter is out of range (see :class:`SOAP`) or the
+                group lists a parameter twice (it would be stepped twice).
         """
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
@@ -255,6 +258,14 @@ class SOAP(CheckpointedOptions, Optimizer):
         for p in params:
             check_soap_parameter(p)
         where = f"param group {len(getattr(self, 'param_groups', []))}"
+        first: dict[int, int] = {}
+        for i, p in enumerate(params):
+            j = first.setdefault(id(p[1] if isinstance(p, tuple) else p), i)
+            if j != i:  # torch only warns (pytorch issue 40967); here it is a wrong result
+                raise ValueError(
+                    f"parameter {i} of {where} is parameter {j} again: SOAP would step it "
+                    "twice per step(); list each parameter once"
+                )
         hyper = check_soap_hyperparameters({**self.defaults, **param_group}, where)
         super().add_param_group({**param_group, **hyper, "params": params})
 

@@ -229,3 +229,63 @@ def test_reports_the_precision_that_runs_after_mixed_api_use():
         torch.set_float32_matmul_precision("highest")
         torch.backends.cuda.matmul.fp32_precision = saved
         torch.backends.mkldnn.matmul.fp32_precision = "none"
+
+
+# -- time_side_by_side: its warm-up and its device (issue 35, item 12) -----------------------
+
+
+def _counting(monkeypatch):
+    """Candidates that log each call as timed or not, with the CPU clock patched to mark it."""
+    import eigprec.timing as timing
+
+    log: dict[str, list[bool]] = {"a": [], "b": []}
+    timing_now = {"on": False}
+
+    def clock(fn):
+        timing_now["on"] = True
+        try:
+            fn()
+        finally:
+            timing_now["on"] = False
+        return 1e-3
+
+    monkeypatch.setattr(timing, "perf_counter_clock", clock)
+    fns = {name: (lambda name=name: log[name].append(timing_now["on"])) for name in log}
+    return fns, log
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_time_side_by_side_makes_exactly_warmup_untimed_calls(monkeypatch, warmup):
+    # Before: one more untimed "sizing" call per candidate than `warmup` asked for.
+    fns, log = _counting(monkeypatch)
+    eigprec.time_side_by_side(fns, repeats=4, warmup=warmup)
+    for calls in log.values():
+        assert calls == [False] * warmup + [True] * 4
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda")])
+def test_time_side_by_side_on_cuda_without_cuda_fails_before_any_call(monkeypatch, device):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(ValueError, match=r"CUDA is not available"):
+        eigprec.time_side_by_side(fns, repeats=2, warmup=3, device=device)
+    assert log == {"a": [], "b": []}
+
+
+def test_time_side_by_side_on_a_missing_cuda_index_fails_before_any_call(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(ValueError, match=r"cuda:1.*1 CUDA device"):
+        eigprec.time_side_by_side(fns, device="cuda:1")
+    assert log == {"a": [], "b": []}
+
+
+@pytest.mark.parametrize(
+    ("device", "error"), [(3, TypeError), (None, TypeError), ("gpu", ValueError)]
+)
+def test_time_side_by_side_refuses_what_is_not_a_device(monkeypatch, device, error):
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(error, match="device"):
+        eigprec.time_side_by_side(fns, device=device)
+    assert log == {"a": [], "b": []}

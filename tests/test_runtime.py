@@ -218,6 +218,59 @@ def test_reports_nvidia_override_and_its_effect_on_real_tf32(monkeypatch):
     assert "NVIDIA_TF32_OVERRIDE=0" in info._repr_html_()
 
 
+# NVIDIA documents only NVIDIA_TF32_OVERRIDE=0; its libraries are closed. Decided: the value
+# is read as C reads an integer (strtol: leading white space and a sign skipped, digits up to
+# the first other character), so " 0 ", "00" and "+0" are 0. A value with no digits is
+# not claimed either way. The label and the table row follow that one reading.
+@pytest.mark.parametrize(
+    ("value", "off"),
+    [
+        ("0", True),
+        (" 0 ", True),
+        ("\t0\n", True),
+        ("00", True),
+        ("+0", True),
+        ("-0", True),
+        ("0abc", True),
+        ("1", False),
+        (" 1", False),
+        ("2", False),
+        ("-1", False),
+        ("", None),
+        ("off", None),
+        (" ", None),
+    ],
+)
+def test_nvidia_override_label_and_table_agree(monkeypatch, value, off):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", value)
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", raising=False)
+    _fake_cuda(monkeypatch, "NVIDIA H200", (9, 0))
+    info = describe_runtime()
+    row = dict(info._rows())["TF32 environment"]
+    if off is True:
+        assert info.tf32_label.startswith("off (NVIDIA_TF32_OVERRIDE")
+        assert "never use TF32" in row
+    elif off is False:
+        assert info.tf32_label == "real (tensor cores)"
+        assert "never use TF32" not in row and "not 0" in row
+    else:
+        assert info.tf32_label.startswith("real (tensor cores")
+        assert "not an integer" in info.tf32_label and "not an integer" in row
+        assert "never use TF32" not in row
+    assert info.as_record()["tf32"] == info.tf32_label
+
+
+@pytest.mark.parametrize(("value", "read"), [("1", True), (" 1 ", False), ("01", False)])
+def test_torch_cublas_override_is_explained_as_torch_reads_it(monkeypatch, value, read):
+    # torch's c10::utils::check_env takes exactly "0" or "1" and warns about the rest
+    # (checked with torch 2.13: " 1 " and "01" leave the precision at 'highest').
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", value)
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    row = dict(describe_runtime()._rows())["TF32 environment"]
+    assert ("starts at 'high'" in row) is read
+    assert ("ignored by torch" in row) is not read
+
+
 def test_reports_the_precision_that_runs_after_mixed_api_use():
     saved = torch.backends.cuda.matmul.fp32_precision
     try:

@@ -78,6 +78,19 @@ CASES = [
         ValueError,
         "repeats",
     ),
+    (
+        "time_side_by_side device type",
+        lambda: eigprec.time_side_by_side({"a": int}, device=3),
+        TypeError,
+        "device",
+    ),
+    (
+        "time_side_by_side device name",
+        lambda: eigprec.time_side_by_side({"a": int}, device="gpu"),
+        ValueError,
+        "device",
+    ),
+    ("SOAP duplicate parameter", lambda: eigprec.SOAP([P, P], lr=0.1), ValueError, "twice"),
 ]
 
 

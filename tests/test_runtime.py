@@ -218,6 +218,59 @@ def test_reports_nvidia_override_and_its_effect_on_real_tf32(monkeypatch):
     assert "NVIDIA_TF32_OVERRIDE=0" in info._repr_html_()
 
 
+# NVIDIA documents only NVIDIA_TF32_OVERRIDE=0; its libraries are closed. Decided: the value
+# is read as C reads an integer (strtol: leading white space and a sign skipped, digits up to
+# the first other character), so " 0 ", "00" and "+0" are 0. A value with no digits is
+# not claimed either way. The label and the table row follow that one reading.
+@pytest.mark.parametrize(
+    ("value", "off"),
+    [
+        ("0", True),
+        (" 0 ", True),
+        ("\t0\n", True),
+        ("00", True),
+        ("+0", True),
+        ("-0", True),
+        ("0abc", True),
+        ("1", False),
+        (" 1", False),
+        ("2", False),
+        ("-1", False),
+        ("", None),
+        ("off", None),
+        (" ", None),
+    ],
+)
+def test_nvidia_override_label_and_table_agree(monkeypatch, value, off):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", value)
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", raising=False)
+    _fake_cuda(monkeypatch, "NVIDIA H200", (9, 0))
+    info = describe_runtime()
+    row = dict(info._rows())["TF32 environment"]
+    if off is True:
+        assert info.tf32_label.startswith("off (NVIDIA_TF32_OVERRIDE")
+        assert "never use TF32" in row
+    elif off is False:
+        assert info.tf32_label == "real (tensor cores)"
+        assert "never use TF32" not in row and "not 0" in row
+    else:
+        assert info.tf32_label.startswith("real (tensor cores")
+        assert "not an integer" in info.tf32_label and "not an integer" in row
+        assert "never use TF32" not in row
+    assert info.as_record()["tf32"] == info.tf32_label
+
+
+@pytest.mark.parametrize(("value", "read"), [("1", True), (" 1 ", False), ("01", False)])
+def test_torch_cublas_override_is_explained_as_torch_reads_it(monkeypatch, value, read):
+    # torch's c10::utils::check_env takes exactly "0" or "1" and warns about the rest
+    # (checked with torch 2.13: " 1 " and "01" leave the precision at 'highest').
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", value)
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    row = dict(describe_runtime()._rows())["TF32 environment"]
+    assert ("starts at 'high'" in row) is read
+    assert ("ignored by torch" in row) is not read
+
+
 def test_reports_the_precision_that_runs_after_mixed_api_use():
     saved = torch.backends.cuda.matmul.fp32_precision
     try:
@@ -229,3 +282,63 @@ def test_reports_the_precision_that_runs_after_mixed_api_use():
         torch.set_float32_matmul_precision("highest")
         torch.backends.cuda.matmul.fp32_precision = saved
         torch.backends.mkldnn.matmul.fp32_precision = "none"
+
+
+# -- time_side_by_side: its warm-up and its device (issue 35, item 12) -----------------------
+
+
+def _counting(monkeypatch):
+    """Candidates that log each call as timed or not, with the CPU clock patched to mark it."""
+    import eigprec.timing as timing
+
+    log: dict[str, list[bool]] = {"a": [], "b": []}
+    timing_now = {"on": False}
+
+    def clock(fn):
+        timing_now["on"] = True
+        try:
+            fn()
+        finally:
+            timing_now["on"] = False
+        return 1e-3
+
+    monkeypatch.setattr(timing, "perf_counter_clock", clock)
+    fns = {name: (lambda name=name: log[name].append(timing_now["on"])) for name in log}
+    return fns, log
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_time_side_by_side_makes_exactly_warmup_untimed_calls(monkeypatch, warmup):
+    # Before: one more untimed "sizing" call per candidate than `warmup` asked for.
+    fns, log = _counting(monkeypatch)
+    eigprec.time_side_by_side(fns, repeats=4, warmup=warmup)
+    for calls in log.values():
+        assert calls == [False] * warmup + [True] * 4
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda")])
+def test_time_side_by_side_on_cuda_without_cuda_fails_before_any_call(monkeypatch, device):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(ValueError, match=r"CUDA is not available"):
+        eigprec.time_side_by_side(fns, repeats=2, warmup=3, device=device)
+    assert log == {"a": [], "b": []}
+
+
+def test_time_side_by_side_on_a_missing_cuda_index_fails_before_any_call(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(ValueError, match=r"cuda:1.*1 CUDA device"):
+        eigprec.time_side_by_side(fns, device="cuda:1")
+    assert log == {"a": [], "b": []}
+
+
+@pytest.mark.parametrize(
+    ("device", "error"), [(3, TypeError), (None, TypeError), ("gpu", ValueError)]
+)
+def test_time_side_by_side_refuses_what_is_not_a_device(monkeypatch, device, error):
+    fns, log = _counting(monkeypatch)
+    with pytest.raises(error, match="device"):
+        eigprec.time_side_by_side(fns, device=device)
+    assert log == {"a": [], "b": []}

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from eigprec._soap_checks import check_loaded_state
+
 __all__ = ["CheckpointedOptions"]
 
 
@@ -92,7 +94,11 @@ class CheckpointedOptions:
         Raises:
             TypeError: if ``state_dict`` is not a dict.
             ValueError: if ``soap_options`` is missing or differs from this optimizer's
-                options, plus :meth:`torch.optim.Optimizer.load_state_dict`'s errors.
+                options; if a parameter's state lacks a key, holds a tensor of the wrong
+                shape (a checkpoint of another model) or dtype, NaN or inf entries, or a
+                ``step`` that is not an int ≥ 0 (nothing is loaded then; the message names
+                the parameter and the key); plus
+                :meth:`torch.optim.Optimizer.load_state_dict`'s errors.
         """
         if not isinstance(state_dict, dict):
             raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
@@ -119,6 +125,7 @@ class CheckpointedOptions:
                 + "; ".join(diffs)
                 + ". Construct the optimizer with the saved options (state_dict['soap_options'])."
             )
+        check_loaded_state(self.param_groups, state_dict)
         # The base class would run the hooks again (pre) and before the dtype fix-up (post).
         pre, post = (
             self._optimizer_load_state_dict_pre_hooks,

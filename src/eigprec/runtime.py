@@ -7,6 +7,7 @@ import html
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -33,17 +34,48 @@ def _cupy_version() -> str | None:
     return None
 
 
-# Environment variables that change TF32 behind torch's settings, with what they do.
-_TF32_ENV = {
-    # ATen reads it when its context is created: float32 matmuls start at 'high'.
-    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": {"1": "torch starts at 'high' (TF32 matmuls)"},
-    # NVIDIA's libraries (cuBLAS, cuDNN) honour it whatever the program asks for.
-    "NVIDIA_TF32_OVERRIDE": {"0": "cuBLAS and cuDNN never use TF32"},
-}
+# Environment variables that change TF32 behind torch's settings.
+_TF32_ENV = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
+# C's strtol in base 10: leading white space, a sign, digits; the rest is not read.
+_C_INTEGER = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 
 
 def _tf32_env_overrides() -> tuple[tuple[str, str], ...]:
     return tuple((name, os.environ[name]) for name in _TF32_ENV if name in os.environ)
+
+
+def _nvidia_override_value(value: str) -> int | None:
+    """``NVIDIA_TF32_OVERRIDE`` as NVIDIA's libraries read it, or None without digits.
+
+    NVIDIA documents the value 0 only and its libraries are closed; we read the value as C
+    reads an integer (``strtol``), so ``" 0 "``, ``"00"`` and ``"+0"`` are 0. A value
+    without digits (``""``, ``"off"``) is not claimed either way.
+    """
+    match = _C_INTEGER.match(value)
+    return int(match.group(1)) if match else None
+
+
+def _assignment(name: str, value: str) -> str:
+    # White space or an empty value is what a reader must see: quote anything unusual.
+    plain = value.isalnum() and value.isascii()
+    return f"{name}={value if plain else repr(value)}"
+
+
+def _tf32_env_meaning(name: str, value: str) -> str:
+    if name == "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE":
+        # ATen reads it when its context is created, with c10::utils::check_env: exactly "0"
+        # or "1"; anything else ("1 ", "01", "true") is ignored with a warning.
+        if value == "1":
+            return "torch starts at 'high' (TF32 matmuls)"
+        if value == "0":
+            return "torch's default start"
+        return "ignored by torch, which reads only 0 or 1"
+    number = _nvidia_override_value(value)
+    if number is None:
+        return "not an integer: NVIDIA documents only 0 (never TF32)"
+    if number == 0:
+        return "cuBLAS and cuDNN never use TF32"
+    return "not 0: TF32 follows the program's settings"
 
 
 def _full_scale_requested() -> bool:
@@ -91,8 +123,10 @@ class RuntimeInfo:
         cudnn_version: cuDNN's version as torch reports it, or None.
         tf32_env_overrides: ``(name, value)`` of the environment variables that change
             TF32 behind torch's settings, where set: ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE``
-            (``1``: torch starts at 'high', as in NVIDIA's NGC containers) and
-            ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries never use TF32).
+            (``1``: torch starts at 'high', as in NVIDIA's NGC containers; torch reads
+            exactly ``0`` or ``1``) and ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries
+            never use TF32; read as C reads an integer, so ``" 0 "`` counts as 0; a value
+            without digits is reported as undocumented, by the label and the table alike).
         quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
             degeneracy chapter's experiments (one seed, smaller grids).
 
@@ -126,8 +160,13 @@ class RuntimeInfo:
     def tf32_label(self) -> str:
         """One phrase saying how TF32 behaves here (real hardware or CPU emulation)."""
         if self.tf32_hardware:
-            if ("NVIDIA_TF32_OVERRIDE", "0") in self.tf32_env_overrides:
-                return "off (NVIDIA_TF32_OVERRIDE=0 disables the tensor cores' TF32)"
+            value = dict(self.tf32_env_overrides).get("NVIDIA_TF32_OVERRIDE")
+            number = None if value is None else _nvidia_override_value(value)
+            shown = _assignment("NVIDIA_TF32_OVERRIDE", value or "")
+            if number == 0:
+                return f"off ({shown} disables the tensor cores' TF32)"
+            if value is not None and number is None:
+                return f"real (tensor cores), unless {shown}, not an integer, disables it"
             return "real (tensor cores)"
         where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
         return f"emulated in software ({where})"
@@ -186,8 +225,7 @@ class RuntimeInfo:
         if self.tf32_env_overrides:
             notes = []
             for name, value in self.tf32_env_overrides:
-                meaning = _TF32_ENV.get(name, {}).get(value.strip())
-                notes.append(f"{name}={value}" + (f" ({meaning})" if meaning else ""))
+                notes.append(f"{_assignment(name, value)} ({_tf32_env_meaning(name, value)})")
             rows.append(("TF32 environment", " · ".join(notes)))
         return [
             *rows,

@@ -38,6 +38,7 @@ from eigprec._args import (
     check_soap_parameter,
 )
 from eigprec._soap_checkpoint import CheckpointedOptions
+from eigprec._soap_checks import check_lr_fits, new_parameter, refuse_non_finite
 from eigprec.precision import matmul_precision
 
 __all__ = ["REKLS", "SOAP", "ema_first_weight"]
@@ -65,8 +66,9 @@ _ALGORITHM_OPTIONS = (
 )
 _OPTIONS = (*_ALGORITHM_OPTIONS, "track_diagnostics")
 _STATE_TENSORS = ("L", "R", "Q_L", "Q_R", "exp_avg", "exp_avg_sq")
-# What a step checks for overflow before committing (L and R first: eigh reads them).
-_CHECKED = (*_STATE_TENSORS, "update")
+# What a step checks for overflow before committing (L and R first: eigh reads them; the
+# parameter last, as the state's overflow is the likelier cause of its own).
+_CHECKED = (*_STATE_TENSORS, "update", "param")
 
 
 class SOAP(CheckpointedOptions, Optimizer):
@@ -132,7 +134,9 @@ class SOAP(CheckpointedOptions, Optimizer):
         TypeError: if a parameter is not a dense, real (not complex) 2-D tensor, ``params``
             of a group is a set, ``dtype`` is not float32/float64, a number is not a real
             number (or is a bool) or a flag is not a bool.
-        ValueError: on an out-of-range hyperparameter or unknown option name.
+        ValueError: on an out-of-range hyperparameter or unknown option name, or a
+            parameter listed twice in a group (torch warns; SOAP would step it twice) or in
+            two groups (as torch).
 
     Example:
         >>> import torch
@@ -242,7 +246,8 @@ class SOAP(CheckpointedOptions, Optimizer):
             TypeError: if ``params`` is a set, a parameter is not a dense, real 2-D tensor,
                 or a hyperparameter is not a real number (bools and tensors are not; NumPy
                 scalars are, stored as floats).
-            ValueError: if a hyperparameter is out of range (see :class:`SOAP`).
+            ValueError: if a hyperparameter is out of range (see :class:`SOAP`) or the
+                group lists a parameter twice (it would be stepped twice).
         """
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
@@ -253,6 +258,14 @@ class SOAP(CheckpointedOptions, Optimizer):
         for p in params:
             check_soap_parameter(p)
         where = f"param group {len(getattr(self, 'param_groups', []))}"
+        first: dict[int, int] = {}
+        for i, p in enumerate(params):
+            j = first.setdefault(id(p[1] if isinstance(p, tuple) else p), i)
+            if j != i:  # torch only warns (pytorch issue 40967); here it is a wrong result
+                raise ValueError(
+                    f"parameter {i} of {where} is parameter {j} again: SOAP would step it "
+                    "twice per step(); list each parameter once"
+                )
         hyper = check_soap_hyperparameters({**self.defaults, **param_group}, where)
         super().add_param_group({**param_group, **hyper, "params": params})
 
@@ -286,7 +299,7 @@ class SOAP(CheckpointedOptions, Optimizer):
             for side, (factor, basis) in enumerate(((L, state["Q_L"]), (R, state["Q_R"]))):
                 approx = self._approx_eigvals(factor, basis)
                 floor: float | torch.Tensor = eps
-                if self.eps_mode == "relative":
+                if self.eps_mode == "relative" and approx.numel():  # empty: no maximum
                     # Kept on the device: reading the maximum back would stall a GPU
                     # once per factor and step.
                     top = approx.max()
@@ -388,10 +401,10 @@ class SOAP(CheckpointedOptions, Optimizer):
         """Take one optimization step for every parameter that has a gradient.
 
         All or nothing: every group's hyperparameters and every gradient are checked first,
-        then every parameter's new state and update are computed without touching the old
-        ones, and only when all of them are finite are they committed. A failed step leaves
-        parameters, state and step counters as they were (at the cost of holding one new
-        state per parameter until the commit).
+        then every parameter's new state and new value are computed without touching the
+        old ones, and only when all of them are finite are they committed. A failed step
+        leaves parameters, state and step counters as they were (at the cost of holding one
+        new state and one copy of each parameter until the commit).
 
         Args:
             closure: Not supported; must be ``None``.
@@ -401,7 +414,9 @@ class SOAP(CheckpointedOptions, Optimizer):
                 hyperparameter is out of range, or the step would make a parameter's state
                 or update non-finite (a finite gradient spike whose square overflows the
                 state's dtype; use ``dtype=torch.float64`` or clip the gradient; or an
-                ``eps`` that rounds to 0 in that dtype).
+                ``eps`` that rounds to 0 in that dtype), or a parameter's new value (after
+                weight decay and the update) non-finite in its dtype, or ``lr`` is beyond
+                the range of a parameter's dtype (``1e39`` for float32).
             TypeError: if a parameter is not 2-D, a gradient is sparse, complex or on the
                 meta device, or a group's hyperparameter is not a number.
         """
@@ -417,8 +432,9 @@ class SOAP(CheckpointedOptions, Optimizer):
                 if p.dim() != 2:
                     raise TypeError(f"SOAP preconditions 2-D parameters only; got {where}")
                 check_soap_gradient(p.grad, where)
+                check_lr_fits(hyper["lr"], p, where)
                 work.append((p, hyper, where))
-        # One host sync for all gradients, and one for all new states below: a check per
+        # One host sync for all gradients, and one for all new values below: a check per
         # parameter would stall a GPU once per parameter and step.
         if work:
             finite = torch.stack([torch.isfinite(p.grad).all() for p, _, _ in work]).tolist()
@@ -428,23 +444,23 @@ class SOAP(CheckpointedOptions, Optimizer):
         updates = [(p, hyper, *self._compute_step(p, hyper, where)) for p, hyper, where in work]
         if updates:
             flags = torch.stack([u[2]["_finite"] for u in updates]).tolist()
-            for (p, hyper, new_state, _, _, _), row in zip(updates, flags, strict=True):
-                if not all(row):
+            for (p, hyper, new_state, _), row in zip(updates, flags, strict=True):
+                bad = [key for key, ok in zip(_CHECKED, row, strict=True) if not ok]
+                if bad:
                     where = new_state["_where"]
-                    self._refuse_non_finite(new_state, row, p.grad, where, hyper["eps"])
-        for p, hyper, new_state, decay, update, diag in updates:
-            del new_state["_finite"], new_state["_where"], new_state["update"]
-            if decay != 1.0:
-                p.mul_(decay)
-            p.add_(update.to(p.dtype), alpha=-hyper["lr"])
+                    refuse_non_finite(new_state, bad, p.grad, where, self.dtype, hyper["eps"])
+        for p, _, new_state, diag in updates:
+            p.copy_(new_state.pop("param"))
+            for key in ("_finite", "_where", "_param", "update"):
+                del new_state[key]
             self.state[p].update(new_state)
             if self.track_diagnostics:
                 self.diagnostics[p] = diag
 
     def _compute_step(
         self, p: torch.Tensor, group: dict[str, Any], where: str
-    ) -> tuple[dict[str, Any], float, torch.Tensor, dict[str, Any]]:
-        """One parameter's new state, weight-decay factor, update and diagnostics.
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One parameter's new state (its new value under ``"param"``) and diagnostics.
 
         Reads ``self.state[p]`` and ``p`` but writes neither; raises before the commit if
         anything it produced is not finite.
@@ -465,9 +481,9 @@ class SOAP(CheckpointedOptions, Optimizer):
                 self._refresh_basis(state, eigh_now=self.use_eigh or state["step"] == 0)
         except (torch.linalg.LinAlgError, RuntimeError):
             # eigh fails on an overflowed factor with an unhelpful LinAlgError; say why.
-            finite = [bool(torch.isfinite(state[key]).all()) for key in _CHECKED[:2]]
-            if not all(finite):
-                self._refuse_non_finite({**state, "_where": where}, finite, grad, where)
+            bad = [key for key in _CHECKED[:2] if not bool(torch.isfinite(state[key]).all())]
+            if bad:
+                refuse_non_finite(state, bad, grad, where, self.dtype)
             raise
         decay = self._decay_factor(p, grad, group)
         Q_L, Q_R = state["Q_L"], state["Q_R"]
@@ -480,39 +496,20 @@ class SOAP(CheckpointedOptions, Optimizer):
             rms = update.square().mean().sqrt()
             update.mul_((self.max_update_rms / (rms + 1e-7)).clamp(max=1.0))
         state["update"] = update
+        state["param"] = new_parameter(p, decay, group["lr"], update)
+        state["_param"] = {
+            "decay": decay,
+            "lr": group["lr"],
+            "weight_decay": group["weight_decay"],
+            "dtype": p.dtype,
+        }
         # Checked by step() for all parameters at once, before anything is committed.
         state["_finite"] = torch.stack([torch.isfinite(state[key]).all() for key in _CHECKED]).to(
             update.device
         )
         state["_where"] = where
         state["step"] = t
-        return state, decay, update, diag
-
-    def _refuse_non_finite(
-        self,
-        state: dict[str, Any],
-        finite: list[bool],
-        grad: torch.Tensor,
-        where: str,
-        eps: float | None = None,
-    ) -> None:
-        bad = [key for key, ok in zip(_CHECKED, finite, strict=False) if not ok]
-        dtype = str(self.dtype).removeprefix("torch.")
-        if bad == ["update"] and eps is not None and torch.tensor(eps, dtype=self.dtype) == 0:
-            # A NaN from 0 / (0 + eps) is no overflow: eps is below the dtype's smallest value.
-            tiny = torch.finfo(self.dtype).smallest_normal * torch.finfo(self.dtype).eps
-            raise ValueError(
-                f"SOAP step refused for {where}: eps={eps:g} rounds to 0 in {dtype}, so a zero "
-                f"second moment gives 0/0. Nothing was updated. Use eps ≥ {tiny:.3g}, the "
-                f"smallest positive {dtype}, or a larger one."
-            )
-        if bad:
-            top = grad.abs().max().item()
-            raise ValueError(
-                f"SOAP step refused for {where}: {', '.join(bad)} would overflow {dtype} "
-                f"(largest |gradient| entry {top:.3g}). "
-                "Nothing was updated. Clip or rescale the gradient, or use dtype=torch.float64."
-            )
+        return state, diag
 
 
 class REKLS(SOAP):

@@ -3,7 +3,7 @@
 Chapters, recorders and ``benchmarks/`` all measure with it, so their ratios mean the same.
 :func:`time_interleaved` is the mechanism (a clock per call, repeats fitted to a time budget,
 so a seconds-long baseline cannot eat a GPU machine's session); :func:`time_side_by_side` is
-its fixed-repeat form.
+its fixed-repeat form: the same interleaved rounds, without the sizing call.
 """
 
 from __future__ import annotations
@@ -64,6 +64,41 @@ def _check_candidates(fns: object) -> None:
             raise TypeError(f"candidate {name!r} is not callable: {type(fn).__name__}")
 
 
+def _timed_rounds(
+    fns: dict[str, Callable[[], object]], clock: Clock, repeats: dict[str, int]
+) -> dict[str, list[float]]:
+    # Round r times every candidate that still has a repeat left, in the same order.
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(max(repeats.values())):
+        for name, fn in fns.items():
+            if r < repeats[name]:
+                samples[name].append(clock(fn))
+    return samples
+
+
+def _cuda_device(device: object) -> bool:
+    """Whether ``device`` is a CUDA device; refuses one this machine does not have."""
+    if not isinstance(device, str | torch.device):
+        raise TypeError(
+            f"device must be a str or torch.device, got {type(device).__name__} {device!r}"
+        )
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"device {device!r} is not a device torch knows: {err}") from None
+    if dev.type != "cuda":
+        return False
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"device={str(dev)!r} but CUDA is not available (torch.cuda.is_available() is "
+            "False); time on 'cpu'"
+        )
+    count = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= count:
+        raise ValueError(f"device={str(dev)!r} but this machine has {count} CUDA device(s)")
+    return True
+
+
 def time_interleaved(
     fns: dict[str, Callable[[], object]],
     *,
@@ -116,11 +151,7 @@ def time_interleaved(
         # silently turn into one repeat.
         fit = max_repeats if math.isinf(budget_s) else budget_s // first
         repeats[name] = int(min(max_repeats, max(1, fit)))
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for r in range(max(repeats.values())):
-        for name, fn in fns.items():
-            if r < repeats[name]:
-                samples[name].append(clock(fn))
+    samples = _timed_rounds(fns, clock, repeats)
     out: dict[str, dict] = {
         name: {"seconds": statistics.median(v), "repeats": len(v)} for name, v in samples.items()
     }
@@ -146,17 +177,22 @@ def time_side_by_side(
     Args:
         fns: name → zero-argument callable doing one unit of work.
         repeats: timed rounds (the median is reported).
-        warmup: untimed rounds first (kernel loading, allocator warm-up, compilation).
-        device: where the work runs; on CUDA each call is timed with CUDA events, so the
-            time is the GPU's.
+        warmup: untimed rounds first (kernel loading, allocator warm-up, compilation):
+            each candidate is called exactly ``warmup + repeats`` times, the first
+            ``warmup`` untimed.
+        device: where the work runs (a ``str`` or ``torch.device``); on CUDA each call is
+            timed with CUDA events, so the time is the GPU's. Checked before any call.
 
     Returns:
         name → median seconds per call.
 
     Raises:
-        TypeError: if ``fns`` is not a dict of callables or ``repeats``/``warmup`` are not
-            ints (``2.5``, ``True`` and NaN are not).
-        ValueError: when ``repeats < 1``, ``warmup < 0`` or ``fns`` is empty.
+        TypeError: if ``fns`` is not a dict of callables, ``repeats``/``warmup`` are not
+            ints (``2.5``, ``True`` and NaN are not) or ``device`` is not a str or
+            ``torch.device``.
+        ValueError: when ``repeats < 1``, ``warmup < 0``, ``fns`` is empty, ``device`` is
+            not a device name, or is a CUDA device this machine does not have (no CUDA, or
+            an index beyond the device count).
 
     Example:
         >>> t = time_side_by_side({"noop": lambda: None}, repeats=3)
@@ -166,12 +202,9 @@ def time_side_by_side(
     _check_candidates(fns)
     repeats = check_int("repeats", repeats, low=1)
     warmup = check_int("warmup", warmup, low=0)
-    cuda = torch.device(device).type == "cuda"
-    clock = cuda_event_clock if cuda else perf_counter_clock
+    clock = cuda_event_clock if _cuda_device(device) else perf_counter_clock
     for _ in range(warmup):
         for fn in fns.values():
             fn()
-    # warmup=1 below is the sizing call; with an unlimited budget every candidate gets
-    # exactly `repeats` timed calls.
-    timed = time_interleaved(fns, clock=clock, warmup=1, max_repeats=repeats, budget_s=math.inf)
-    return {name: v["seconds"] for name, v in timed.items()}
+    samples = _timed_rounds(fns, clock, dict.fromkeys(fns, repeats))
+    return {name: statistics.median(v) for name, v in samples.items()}

@@ -225,11 +225,11 @@ linkcheck: env
 	@echo "Report: $(LINKCHECK)/_build/html/output.txt"
 
 # Every page executed under several configurations of the arithmetic (issue 32): one
-# thread; all cores; ATen's baseline kernels; MKL's SSE4.2 path and its reproducible
-# (CBWR) mode; the emulator's ties-to-even rounding, as Hopper GPUs round. Each in its
+# thread; all cores; ATen's baseline kernels; MKL's reproducible (CBWR) mode, off its
+# AVX2/AVX-512 kernels; the emulator's ties-to-even rounding, as Hopper GPUs round. Each in its
 # own cache; the guard-margin reports merged into $(BUILD)/robustness/report.{json,md}.
 # Fails on any guard that fails in any configuration. The weekly workflow runs it; it
-# takes about 6 times the strict build's page execution. ROBUSTNESS_ARGS="--configs a b".
+# takes about 5 times the strict build's page execution. ROBUSTNESS_ARGS="--configs a b".
 ROBUSTNESS_ARGS ?=
 robustness: env
 	$(PY) tools/robustness.py --config _config.yml --toc _toc.yml --out $(BUILD)/robustness \

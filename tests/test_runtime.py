@@ -155,7 +155,7 @@ def test_colab_t4_has_no_tf32_and_is_emulated(monkeypatch):
     assert info.compute_capability == (7, 5)
     assert info.tf32_hardware is False
     assert info.tf32_emulated is True
-    assert info.tf32_label == "emulated in software (this GPU has no TF32)"
+    assert info.tf32_label.startswith("emulated in software (this GPU has no TF32; ties rounded")
     assert "Tesla T4 (compute capability 7.5)" in str(info)
     assert "this GPU has no TF32" in info._repr_html_()
 
@@ -342,3 +342,15 @@ def test_time_side_by_side_refuses_what_is_not_a_device(monkeypatch, device, err
     with pytest.raises(error, match="device"):
         eigprec.time_side_by_side(fns, device=device)
     assert log == {"a": [], "b": []}
+
+
+def test_the_tf32_label_names_the_emulators_rounding_rule(monkeypatch):
+    # Claims about TF32 can depend on its tie rule (issue 32): the provenance box says which.
+    monkeypatch.setenv("EIGPREC_TF32_ROUNDING", "rne")
+    info = eigprec.describe_runtime()
+    if info.tf32_hardware:
+        pytest.skip("TF32 is real here: the GPU's own rounding applies")
+    assert info.tf32_rounding == "rne"
+    assert "ties rounded to even" in info.tf32_label
+    monkeypatch.delenv("EIGPREC_TF32_ROUNDING")
+    assert "ties rounded away from zero" in eigprec.describe_runtime().tf32_label

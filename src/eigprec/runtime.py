@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._tf32_rounding import default_rounding
 from .precision import current_matmul_precision
 from .tf32 import is_tf32_capability
 
@@ -98,6 +99,14 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
 
 
+# How the emulator's rounding rules read in the provenance box (see eigprec.tf32).
+_RULE_WORDS = {
+    "rna": "ties rounded away from zero, as on Ampere",
+    "rne": "ties rounded to even, as on the H100 and H200",
+    "rz": "truncated",
+}
+
+
 @dataclass(frozen=True)
 class RuntimeInfo:
     """A snapshot of the machine and settings a computation ran with.
@@ -129,6 +138,8 @@ class RuntimeInfo:
             without digits is reported as undocumented, by the label and the table alike).
         quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
             degeneracy chapter's experiments (one seed, smaller grids).
+        tf32_rounding: where TF32 is emulated, the rounding rule calls that name none use
+            (:func:`eigprec.tf32.default_rounding`); None on TF32 hardware.
 
     Example:
         >>> info = describe_runtime()
@@ -155,6 +166,7 @@ class RuntimeInfo:
     cudnn_version: int | None = None
     tf32_env_overrides: tuple[tuple[str, str], ...] = ()
     quick_scale: bool = False
+    tf32_rounding: str | None = None
 
     @property
     def tf32_label(self) -> str:
@@ -169,7 +181,10 @@ class RuntimeInfo:
                 return f"real (tensor cores), unless {shown}, not an integer, disables it"
             return "real (tensor cores)"
         where = "this GPU has no TF32" if self.device == "cuda" else "no GPU"
-        return f"emulated in software ({where})"
+        rule = _RULE_WORDS.get(self.tf32_rounding or "")
+        return (
+            f"emulated in software ({where}; {rule})" if rule else f"emulated in software ({where})"
+        )
 
     @property
     def scale_label(self) -> str:
@@ -306,6 +321,7 @@ def describe_runtime() -> RuntimeInfo:
         cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
         tf32_env_overrides=_tf32_env_overrides(),
         quick_scale=_quick_scale_requested(),
+        tf32_rounding=None if tf32_hardware else default_rounding(),
     )
 
 

@@ -10,10 +10,14 @@ import gc
 import tracemalloc
 from pathlib import Path
 
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eigprec
 from eigprec import _audit_mode
+from eigprec._recent_calls import RecentCalls
 from eigprec.audit import tf32_audit
 
 PACKAGE_FILES = tracemalloc.Filter(True, str(Path(eigprec.__file__).parent / "*"))
@@ -49,4 +53,35 @@ def test_nothing_accumulates_per_step_past_the_bound(monkeypatch):
     # (a few hundred bytes come and go as the records' worst errors are replaced by new
     # float objects; the doubled dict grew this by 9 kB)
     assert after - at_bound < 2_000
-    assert {r.calls for r in report.records} == {700}
+    # (the two loops are two lines of this file: two sites, each with its backward)
+    assert sorted(r.calls for r in report.records) == [100, 100, 600, 600]
+    assert {r.site for r in report.records if r.phase != "forward"} == {
+        r.site for r in report.records if r.phase == "forward"
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    limit=st.integers(1, 8),
+    steps=st.lists(st.integers(0, 3), max_size=40),  # key increments; 0 repeats the last key
+    probes=st.lists(st.integers(-2, 90), max_size=10),
+)
+def test_recent_calls_remember_the_last_limit_keys_as_a_dict_would(limit, steps, probes):
+    recent, reference = RecentCalls(limit), {}
+    key = 0
+    for i, step in enumerate(steps):
+        key += step
+        recent.put(key, i)
+        reference[key] = i  # (a repeated key keeps its place and takes the new value)
+        while len(reference) > limit:
+            del reference[next(iter(reference))]
+        assert len(recent) == len(reference)
+    if steps:
+        recent.put(key - 1, "ignored")  # an older key: autograd's counter only grows
+    for probe in [*probes, *reference]:
+        assert recent.get(probe) == reference.get(probe)
+
+
+def test_recent_calls_refuse_an_empty_limit():
+    with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
+        RecentCalls(0)

@@ -7,7 +7,9 @@ it, end to end. Three measurements:
   images) against ``python -m eigprec.audit tests/data/mnist_example.py ARGS``, each a fresh
   process (interpreter start and imports included: what a user waits for). The two alternate
   within each round, their order swapped every round; each round gives one ratio, audited ÷
-  plain, so that a slow spell of a shared machine cancels out; the median is reported;
+  plain, so that a slow spell of a shared machine cancels out; the median is reported. A run
+  this short is mostly interpreter start, imports and data, so the script's training steps
+  are also timed alone, in this process (CPU time), as a long run would see them;
 * **memory over 10,000 steps**: a one-layer training loop (one forward product per optimizer
   step) under ``tf32_audit``; what eigprec's own files hold (tracemalloc) at the audit's bound
   of 4,096 remembered forward calls and after 10,000 steps, and the bytes per step between;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import resource
 import statistics
@@ -97,6 +100,48 @@ def overhead(rounds: int) -> dict[str, tuple[float, float, float, list[float]]]:
     return found
 
 
+def per_step(rounds: int) -> tuple[float, list[float]]:
+    """Median and all per-round ratios, audited ÷ plain, of 3 training steps (CPU time).
+
+    The example's own network, optimizer and batch size, without interpreter start, data
+    and test pass: what the audit costs a long training run, step after step.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from eigprec.audit import tf32_audit
+
+    spec = importlib.util.spec_from_file_location("mnist_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    torch.manual_seed(0)
+    model = example.Net()
+    opt = torch.optim.Adadelta(model.parameters())
+    x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+
+    def steps() -> float:
+        start = time.process_time()
+        for _ in range(3):
+            opt.zero_grad()
+            F.nll_loss(model(x), y).backward()
+            opt.step()
+        return time.process_time() - start
+
+    steps()  # untimed: first-call costs
+    ratios = []
+    for i in range(rounds):
+        if i % 2:
+            with tf32_audit():
+                audited = steps()
+            plain = steps()
+        else:
+            plain = steps()
+            with tf32_audit():
+                audited = steps()
+        ratios.append(audited / plain)
+    return statistics.median(ratios), ratios
+
+
 def memory(steps: int) -> tuple[int, int, int]:
     """Bytes eigprec holds at the bound and after ``steps`` steps, and the bound in steps."""
     import torch
@@ -152,7 +197,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     Returns:
         What was measured: ``ratio`` and ``cpu_ratio`` (audited ÷ plain, wall-clock and CPU
-        time, medians over the rounds), ``bytes_per_step`` past the bound and ``peak_mib``
+        time, medians over the rounds), ``step_ratio`` (training steps alone),
+        ``bytes_per_step`` past the bound and ``peak_mib``
         (peak RSS rise of one audited 1024x1024 product).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -179,6 +225,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 f"(target <= {TARGET_RATIO})"
             )
         found["ratio"], found["cpu_ratio"] = times["wall"][2], times["cpu"][2]
+        found["step_ratio"], ratios = per_step(args.rounds)
+        print(
+            f"  training steps alone (3 per round, CPU time): ratio {found['step_ratio']:.2f} "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
     if args.only in (None, "memory"):
         at_bound, at_end, bound = memory(args.steps)
         found["bytes_per_step"] = (at_end - at_bound) / (args.steps - bound)

@@ -58,10 +58,10 @@ exit status 1 pass through), by sys.exit (its status passes through) or after --
 optimizer steps (status 0).
 
 What it costs: each audited product is computed again with TF32 operands (and, up to
-2**18 multiply-adds, in float64) and compared entry by entry. On a small MNIST-style CNN
-(tests/data/mnist_example.py, 10 optimizer steps and a test pass on the CPU) the audited
-run took 1.2x as long as a plain one, end to end, interpreter start included
-(benchmarks/bench_audit_cli.py); tiny products cost more, in proportion, as the audit's
+2**18 multiply-adds, in float64) and compared entry by entry. On the CPU, a small MNIST-
+style CNN's training steps (tests/data/mnist_example.py, batch 32) took 2.2x to 2.4x as long
+audited; a whole short run of it (10 steps, a test pass), interpreter start included, 1.2x
+(benchmarks/bench_audit_cli.py). Tiny products cost more, in proportion, as the audit's
 per-call Python work dominates them. Memory: while a product is measured the audit holds a
 few more tensors of its operands' and output's size (one audited 1024x1024 product raised
 the process's peak RSS by 17 MiB against its 4 MiB output), released right after. Between

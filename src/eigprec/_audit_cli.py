@@ -224,9 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             options (named before the script starts).
 
     Example:
-        >>> main(["--steps", "0", "train.py"])  # doctest: +SKIP
-        usage: python -m eigprec.audit [options] (script.py | -m module) [args ...]
-        python -m eigprec.audit: error: argument --steps: --steps must be >= 1, got 0
+        >>> main(["--steps", "0", "train.py"])  # refused (on stderr) before anything runs
+        Traceback (most recent call last):
+        ...
+        SystemExit: 2
     """
     parser = _parser()
     options = parser.parse_args(argv)

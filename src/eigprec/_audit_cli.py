@@ -25,7 +25,7 @@ import runpy
 import sys
 import types
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -98,7 +98,7 @@ class _Run:
     exit_request: BaseException | None = field(default=None, repr=False)
 
 
-def _positive(name: str) -> Any:
+def _positive(name: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

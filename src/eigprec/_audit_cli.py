@@ -59,14 +59,14 @@ optimizer steps (status 0).
 
 What it costs: each audited product is computed again with TF32 operands (and, up to
 2**18 multiply-adds, in float64) and compared entry by entry. On the CPU, a small MNIST-
-style CNN's training steps (tests/data/mnist_example.py, batch 32) took 2.2x to 2.4x as long
+style CNN's training steps (tests/data/mnist_example.py, batch 32) took 2.3x to 2.5x as long
 audited; a whole short run of it (10 steps, a test pass), interpreter start included, 1.2x
 (benchmarks/bench_audit_cli.py). Tiny products cost more, in proportion, as the audit's
 per-call Python work dominates them. Memory: while a product is measured the audit holds a
-few more tensors of its operands' and output's size (one audited 1024x1024 product raised
-the process's peak RSS by 17 MiB against its 4 MiB output), released right after. Between
+few more tensors of its size (a 1024x1024 product raised the peak RSS by 16 MiB audited, 21
+the first time, and by 4 MiB, its output, plain), released right after. Between
 products it keeps one record per call site and the call sites of the last 4,096 forward
-products (to attribute their backward products): nothing more per step (+0.05 bytes a
+products (to attribute their backward products): nothing more per step (+0.06 bytes a
 step, from 4,096 to 10,000 steps).
 """
 

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from eigprec import _tf32_opaque
 from eigprec import precision as _precision
 from eigprec._onednn import ieee_cpu as _ieee_cpu
+from eigprec._recent_calls import RecentCalls
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
 from eigprec._tf32_dispatch import (
@@ -100,7 +101,7 @@ class _Settings:
     depth: int
     sites: dict[tuple, _Site] = field(default_factory=dict)
     # autograd sequence number of a forward node -> (frames, module path) of the forward call
-    forward_frames: dict[int, tuple] = field(default_factory=dict)
+    forward_frames: RecentCalls = field(default_factory=lambda: RecentCalls(FORWARD_FRAMES_LIMIT))
     # paths of the nn.Modules running now in the audited thread, innermost last
     modules: list[str] = field(default_factory=list)
     # operators that multiply out of the audit's sight -> (calls, what a TF32 GPU does)
@@ -358,9 +359,7 @@ class AuditMode(TorchDispatchMode):
         ):
             # Autograd numbered this op's node just before dispatching to us.
             with s.lock:
-                s.forward_frames[_next_sequence_nr() - 1] = frames, module
-                if len(s.forward_frames) > FORWARD_FRAMES_LIMIT:  # oldest first out
-                    del s.forward_frames[next(iter(s.forward_frames))]
+                s.forward_frames.put(_next_sequence_nr() - 1, (frames, module))
         return frames, "forward", module
 
     # -- the side computations ----------------------------------------------------------

@@ -592,3 +592,10 @@ def tf32_attribution(
         sites.append(effect)
     sites.sort(key=lambda s: -s.effect)
     return Attribution(_change(full, plain), sites)
+
+
+__path__: list[str] = []  # (for `python -m eigprec.audit`: see eigprec._audit_cli)
+if __name__ == "__main__":
+    from eigprec._audit_cli import main
+
+    raise SystemExit(main())

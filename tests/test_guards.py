@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eigprec.book import guards
-from eigprec.book.guards import check, guard, guard_records, relative_margin
+from eigprec.book.guards import between, check, guard, guard_records, relative_margin
 
 from .conftest import ROOT
 
@@ -152,3 +152,18 @@ def test_measure_only_records_a_failure_and_goes_on_but_only_with_a_log(tmp_path
         ("measured", False),
         ("measured too", False),
     ]
+
+
+def test_a_window_measures_its_margin_against_its_half_width():
+    between("middle", 0.725, 0.65, 0.8)
+    assert guard_records()[-1].margin == pytest.approx(1.0)
+    between("near the top", 0.785, 0.65, 0.8)
+    assert guard_records()[-1].margin == pytest.approx(0.2)
+    with pytest.raises(AssertionError, match="not in"):
+        between("outside", 0.85, 0.65, 0.8)
+    assert guard_records()[-1].margin < 0
+    with pytest.raises(AssertionError):
+        between("an open end", 0.8, 0.65, 0.8)
+    between("a closed end", 0.8, 0.65, 0.8, closed=True)
+    with pytest.raises(ValueError, match="hi must be above lo"):
+        between("empty", 0.7, 0.8, 0.65)

@@ -19,7 +19,15 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["GUARD_LOG_ENV", "GUARD_MEASURE_ENV", "GuardRecord", "check", "guard", "guard_records"]
+__all__ = [
+    "GUARD_LOG_ENV",
+    "GUARD_MEASURE_ENV",
+    "GuardRecord",
+    "between",
+    "check",
+    "guard",
+    "guard_records",
+]
 
 #: The environment variable naming the file (JSON lines) each guard is appended to.
 GUARD_LOG_ENV = "EIGPREC_GUARD_LOG"
@@ -163,6 +171,46 @@ def guard(name: str, value: Any, op: str, bound: Any, *, exact: str = "") -> Non
     _log(GuardRecord(name, v, op, b, margin, exact, passed))
     if not passed and not _measure_only():
         raise AssertionError(f"guard {name!r} failed: {v!r} {op} {b!r} is false")
+
+
+def between(
+    name: str, value: Any, lo: Any, hi: Any, *, closed: bool = False, exact: str = ""
+) -> None:
+    """Check ``lo < value < hi`` as an ``assert`` would; the margin is relative to the window.
+
+    A claim "about 0.74" checked as ``0.65 < x < 0.8`` would show a 7.6 % margin relative
+    to the bound 0.8 with ``x`` near the window's middle; measured against the window's
+    half-width it is 40 %, which is what another machine's arithmetic has to eat up.
+
+    Args:
+        name: what the guard checks, a few words.
+        value: the measured number (a Python or NumPy number, or a one-element tensor).
+        lo: the lower end of the window.
+        hi: the upper end, above ``lo``.
+        closed: whether the ends themselves pass (``<=``) rather than only the inside.
+        exact: as for :func:`guard`.
+
+    Raises:
+        AssertionError: if ``value`` lies outside the window (or is NaN).
+        TypeError: if ``name`` is not a non-empty string or a number is not one real number.
+        ValueError: if ``hi`` is not above ``lo``.
+
+    Example:
+        >>> between("spread of the rounding errors", 0.74, 0.65, 0.8)
+        >>> round(guard_records()[-1].margin, 2)
+        0.8
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"between needs a name, a non-empty string, got {name!r}")
+    v, a, b = _real(value, "value", name), _real(lo, "lo", name), _real(hi, "hi", name)
+    if not b > a:
+        raise ValueError(f"guard {name!r}: hi must be above lo, got lo={a!r}, hi={b!r}")
+    passed = bool(a <= v <= b) if closed else bool(a < v < b)
+    margin = None if exact or math.isnan(v) else min(v - a, b - v) / ((b - a) / 2)
+    op = "in [lo, hi]" if closed else "in (lo, hi)"
+    _log(GuardRecord(name, v, op, b, margin, exact, passed))
+    if not passed and not _measure_only():
+        raise AssertionError(f"guard {name!r} failed: {v!r} not {op} with lo={a!r}, hi={b!r}")
 
 
 def check(name: str, condition: Any) -> None:

@@ -165,5 +165,7 @@ def test_a_window_measures_its_margin_against_its_half_width():
     with pytest.raises(AssertionError):
         between("an open end", 0.8, 0.65, 0.8)
     between("a closed end", 0.8, 0.65, 0.8, closed=True)
+    between("positive and tiny", 1e-16, 0, 1e-12)  # a zero end is a sign check
+    assert guard_records()[-1].margin == pytest.approx(1.0)
     with pytest.raises(ValueError, match="hi must be above lo"):
         between("empty", 0.7, 0.8, 0.65)

@@ -206,7 +206,14 @@ def between(
     if not b > a:
         raise ValueError(f"guard {name!r}: hi must be above lo, got lo={a!r}, hi={b!r}")
     passed = bool(a <= v <= b) if closed else bool(a < v < b)
-    margin = None if exact or math.isnan(v) else min(v - a, b - v) / ((b - a) / 2)
+    if exact or math.isnan(v):
+        margin = None
+    else:
+        # A zero end ("positive, and small") has no scale: that side counts as a sign check.
+        half = (b - a) / 2
+        low = math.copysign(1.0, v - a) if a == 0 else (v - a) / half
+        high = math.copysign(1.0, b - v) if b == 0 else (b - v) / half
+        margin = min(low, high)
     op = "in [lo, hi]" if closed else "in (lo, hi)"
     _log(GuardRecord(name, v, op, b, margin, exact, passed))
     if not passed and not _measure_only():

@@ -1,0 +1,143 @@
+"""The audit's and the emulator's process-wide switches under threads (issue 35, items 1-3).
+
+A TF32 GPU is stood in for by patching ``has_real_tf32``: the audit's hardware branch then
+flips cuBLAS's (or cuDNN's) TF32 switch around its side product on the CPU, which ignores it,
+so what is tested is the protocol around the flip, not numbers. Races are made deterministic
+with events: a side product (or an operand) that waits for another thread to act.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import eigprec._audit_mode as audit_mode
+from eigprec import current_matmul_precision, matmul_precision
+from eigprec.audit import tf32_audit
+from eigprec.tf32 import tf32_matmul_enabled
+
+from ._precision_state import raw_precision_state
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(torch.backends.cuda.matmul, "fp32_precision"),
+    reason="fp32_precision settings exist from torch 2.9",
+)
+
+_aten = torch.ops.aten
+
+
+def _run(*targets):
+    errors: list[BaseException] = []
+
+    def guard(target):
+        def run():
+            try:
+                target()
+            except BaseException as e:  # re-raised in the test's thread
+                errors.append(e)
+
+        return run
+
+    threads = [threading.Thread(target=guard(t)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+class _WaitingMM:
+    """Stands in for ``aten.mm`` in the audit's side product: it signals, then waits."""
+
+    def __init__(self, started: threading.Event, go_on: threading.Event) -> None:
+        self.started, self.go_on = started, go_on
+        self.settings_seen: list[str] = []
+
+    def default(self, *args, **kwargs):
+        self.settings_seen.append(torch.backends.cuda.matmul.fp32_precision)
+        self.started.set()
+        self.go_on.wait(0.5)  # returns at once before the fix; times out after it
+        return _aten.mm.default(*args, **kwargs)
+
+
+@pytest.mark.parametrize("start", ["none", "ieee", "tf32"])
+def test_gpu_branch_keeps_out_of_another_threads_precision_block(monkeypatch, start):
+    # Thread B sits in `with matmul_precision("highest")` while thread A's audited product
+    # flips cuBLAS's switch for its side product. Before the fix A flipped without the lock:
+    # B read 'high' inside its 'highest' block, and the switch ended as 'ieee' where it
+    # started as 'none'.
+    torch.backends.cuda.matmul.fp32_precision = start
+    before = raw_precision_state()
+    b_inside, a_flipped = threading.Event(), threading.Event()
+    side = _WaitingMM(a_flipped, threading.Event())
+    monkeypatch.setattr(audit_mode, "has_real_tf32", lambda device: True)
+    monkeypatch.setitem(audit_mode._FUNCTIONAL, _aten.mm, side)
+    seen: list[tuple[str, bool]] = []
+    a = torch.randn(16, 16)
+
+    def audited():
+        b_inside.wait(5)
+        with tf32_audit():
+            a @ a
+
+    def other():
+        with matmul_precision("highest"):
+            b_inside.set()
+            a_flipped.wait(0.5)  # before the fix A flips now; after it, A waits for us
+            seen.append((current_matmul_precision(), tf32_matmul_enabled()))
+
+    try:
+        _run(audited, other)
+        assert seen == [("highest", False)]
+        assert side.settings_seen  # the hardware branch ran
+        assert raw_precision_state() == before
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = "none"
+
+
+def test_gpu_branch_restores_none_exactly(monkeypatch):
+    # 'none' (inherit) is restored as 'none', not as the value it inherited.
+    monkeypatch.setattr(audit_mode, "has_real_tf32", lambda device: True)
+    before = raw_precision_state()
+    assert before["cuda"] == "none"
+    a = torch.randn(8, 8)
+    with tf32_audit():
+        a @ a
+        torch.nn.functional.conv1d(a[None], torch.randn(2, 8, 3))
+    assert raw_precision_state() == before
+    assert torch.backends.cuda.matmul.fp32_precision == "none"
+
+
+def test_gpu_branch_with_many_threads_ends_where_it_started(monkeypatch):
+    # The race of the finding, free-running: audited products in one thread, 'highest'
+    # blocks in another that must never see TF32 on.
+    import sys
+
+    monkeypatch.setattr(audit_mode, "has_real_tf32", lambda device: True)
+    before = raw_precision_state()
+    wrong: list[str] = []
+    a = torch.randn(8, 8)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def audited():
+        with tf32_audit():
+            for _ in range(300):
+                a @ a
+
+    def other():
+        for _ in range(300):
+            with matmul_precision("highest"):
+                if tf32_matmul_enabled():
+                    wrong.append(torch.backends.cuda.matmul.fp32_precision)
+
+    try:
+        _run(audited, other)
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
+    assert raw_precision_state() == before

@@ -141,3 +141,23 @@ def test_gpu_branch_with_many_threads_ends_where_it_started(monkeypatch):
         sys.setswitchinterval(interval)
     assert wrong == []
     assert raw_precision_state() == before
+
+
+def test_autograd_worker_acts_for_the_audits_owner():
+    # On a GPU autograd runs backward products in its own thread while the thread that
+    # called backward() waits, perhaps inside a matmul_precision block: an exclusive hold
+    # taken on the owner's behalf must not wait for the owner (it would wait forever).
+    from eigprec import _context, precision
+
+    done = threading.Event()
+    with matmul_precision("high"):
+        me = _context.owner()
+
+        def worker():
+            with precision._exclusive(me):
+                done.set()
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(10)
+    assert done.is_set()

@@ -22,7 +22,7 @@ from torch._C import _len_torch_dispatch_stack
 from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from eigprec import _tf32_opaque
+from eigprec import _context, _tf32_opaque
 from eigprec import precision as _precision
 from eigprec._onednn import ieee_cpu as _ieee_cpu
 from eigprec._tf32_dispatch import CONVS as _CONVS
@@ -99,6 +99,9 @@ class _Settings:
     skip: tuple[str, ...]
     depth: int
     sites: dict[tuple, _Site] = field(default_factory=dict)
+    # (thread id, asyncio task) that opened the audit: autograd's worker threads, the only
+    # other threads whose products reach the mode, act on its behalf (it waits for them)
+    owner: tuple = field(default_factory=_context.owner)
     # autograd sequence number of a forward node -> (frames, module path) of the forward call
     forward_frames: dict[int, tuple] = field(default_factory=dict)
     # paths of the nn.Modules running now in the audited thread, innermost last
@@ -154,20 +157,15 @@ def _tf32_setting(kind: str) -> bool:
     return precision == "tf32"
 
 
-@contextlib.contextmanager
-def _gpu_tf32(kind: str, on: bool) -> Iterator[None]:
-    # Flip the one setting the GPU library reads for this kind of product, then restore it.
+def _gpu_tf32(kind: str, on: bool, me: Any = None) -> contextlib.AbstractContextManager:
+    # Flip the one setting the GPU library reads for this kind of product, then restore it
+    # exactly ('none' included), under the precision protocol: other threads' blocks wait.
     owner: Any = torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
     attr, value = "allow_tf32", on
     new = owner if kind == "matmul" else getattr(owner, "conv", None)
     if hasattr(new, "fp32_precision"):
         owner, attr, value = new, "fp32_precision", "tf32" if on else "ieee"
-    old = getattr(owner, attr)
-    setattr(owner, attr, value)
-    try:
-        yield
-    finally:
-        setattr(owner, attr, old)
+    return _precision._switched(owner, attr, value, me)
 
 
 def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
@@ -313,12 +311,30 @@ class AuditMode(TorchDispatchMode):
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             # (torch runs some derivative formulas with TF32 off: no TF32 there to measure)
             return func(*args, **kwargs)
+        if not has_real_tf32(args[operands[0]].device):
+            return self._audit(func, packet, args, kwargs, operands, None)
+        # A TF32 GPU: the side product flips a process-wide switch. Hold the precision alone
+        # from reading the setting to the user's own product, so that both run at the setting
+        # read and no other thread's block runs while it is flipped.
+        me = self.settings.owner if _context.owner()[0] != self.settings.owner[0] else None
+        with _precision._exclusive(me):
+            return self._audit(func, packet, args, kwargs, operands, me)
+
+    def _audit(
+        self,
+        func: Any,
+        packet: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        operands: tuple[int, ...],
+        me: Any,
+    ) -> Any:
         kind = "conv" if packet in _CONVS else "matmul"
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
         frames, phase, module = self._where(args, operands)
-        side = self._side_results(packet, args, kwargs, operands, kind, enabled)
+        side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
         out = func(*args, **kwargs)
         self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
         return out
@@ -373,6 +389,7 @@ class AuditMode(TorchDispatchMode):
         operands: tuple[int, ...],
         kind: str,
         enabled: bool,
+        me: Any = None,
     ) -> dict[str, Any]:
         # Computed before the user's op so that in-place forms still see their inputs.
         s = self.settings
@@ -388,7 +405,7 @@ class AuditMode(TorchDispatchMode):
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
                 # matches the current setting is the user's own result, taken afterwards.
-                with _gpu_tf32(kind, not enabled):
+                with _gpu_tf32(kind, not enabled, me):
                     side["tf32" if not enabled else "fp32"] = fn(*args, **kw)
             else:
                 rounded = tuple(

@@ -16,7 +16,11 @@ How the TF32 result is obtained:
   :func:`eigprec.tf32.round_tf32` (``rounding="rna"``, as Ampere's cuBLAS) and the product
   is accumulated in float32, which is exactly what a TF32 tensor core computes;
 * on a TF32 GPU: the product as cuBLAS/cuDNN runs it with TF32 on, and at full float32
-  ('highest'); whichever matches the current setting is your own result.
+  ('highest'); whichever matches the current setting is your own result. The other one
+  needs the process-wide switch flipped: each audited product then holds the precision
+  alone, as a :func:`~eigprec.matmul_precision` block of its own would (other threads'
+  blocks wait until it is done, and it waits for theirs), and the switch is restored
+  exactly (``'none'`` included).
 
 The reference is the product in float64 when it costs at most ``float64_limit``
 multiply-adds, else the float32 product (accurate enough to measure TF32's error, which is

@@ -143,6 +143,7 @@ class _Level:
     mode: str
     snapshot: _State | None
     holders: dict[_Owner, int] = field(default_factory=dict)
+    exclusive: bool = False  # shared with no other owner (see _exclusive)
 
 
 # One process-wide stack of precision levels. More than one level exists only while
@@ -165,17 +166,25 @@ def _foreign_holders(me: _Owner) -> set[_Owner]:
     return {h for level in _LEVELS for h in level.holders if _foreign(h, me)}
 
 
-def _acquire(mode: str | None) -> tuple[_Level, _Owner]:
-    """Enter a level: set ``mode`` (or pin the current precision when None)."""
-    me = owner()
+def _acquire(
+    mode: str | None, *, exclusive: bool = False, me: _Owner | None = None
+) -> tuple[_Level, _Owner]:
+    """Enter a level: set ``mode`` (or pin the current precision when None).
+
+    ``exclusive``: a level no other owner may share (``mode`` None: nothing is set), for
+    code that changes a setting itself; ``me``: enter as this owner instead of the caller.
+    """
+    me = owner() if me is None else me
     with _LOCK:
         while True:
             others = _foreign_holders(me)
             if not others:
-                if mode is None and _LEVELS:  # a pin changes nothing: join the top
+                if exclusive:
+                    level = _Level(current_matmul_precision(), None, exclusive=True)
+                elif mode is None and _LEVELS:  # a pin changes nothing: join the top
                     level = _LEVELS[-1]
                     break
-                if mode is None:
+                elif mode is None:
                     level = _Level(current_matmul_precision(), None)
                 else:
                     level = _Level(mode, _snapshot())
@@ -183,7 +192,12 @@ def _acquire(mode: str | None) -> tuple[_Level, _Owner]:
                 _LEVELS.append(level)
                 break
             bottom = _LEVELS[0]
-            if len(_LEVELS) == 1 and mode in (None, bottom.mode):
+            if (
+                len(_LEVELS) == 1
+                and not exclusive
+                and not bottom.exclusive
+                and mode in (None, bottom.mode)
+            ):
                 level = bottom
                 break
             _refuse_same_thread(me, mode, others)
@@ -254,6 +268,50 @@ def _release(level: _Level, me: _Owner) -> None:
             f"precision {later!r}. The later block keeps its precision and the "
             "precision from before both is restored when it exits; nest blocks instead."
         )
+
+
+@contextlib.contextmanager
+def _exclusive(me: _Owner | None = None) -> Iterator[None]:
+    """Hold the precision alone: other owners' blocks (any mode) and pins wait meanwhile.
+
+    For code that changes a process-wide setting itself (the audit's flip of the TF32
+    switch on a GPU): no other thread then runs inside a block while it is changed.
+    ``me`` enters on behalf of another owner (autograd's worker thread running the
+    backward of the owner's graph, which waits for it).
+    """
+    level, me = _acquire(None, exclusive=True, me=me)
+    try:
+        yield
+    finally:
+        _release(level, me)
+
+
+def _put_back(obj: object, attr: str, old: object) -> None:
+    # Torch's fp32_precision getters answer with the inherited value where the setting is
+    # "none", so the value read cannot say which it was: inherit first, and set the value
+    # explicitly only where inheriting does not give it back.
+    if attr == "fp32_precision":
+        setattr(obj, attr, "none")
+        if getattr(obj, attr) == old:
+            return
+    setattr(obj, attr, old)
+
+
+@contextlib.contextmanager
+def _switched(obj: object, attr: str, value: object, me: _Owner | None = None) -> Iterator[None]:
+    """Set ``obj.attr`` (a process-wide torch setting) for one owner's block, then restore.
+
+    The owner holds the precision exclusively (:func:`_exclusive`, ``me`` as there) and the
+    lock while the setting differs, so no other thread's block runs at it or reads it, and
+    snapshots never see it.
+    """
+    with _exclusive(me), _LOCK:
+        old = getattr(obj, attr)
+        setattr(obj, attr, value)
+        try:
+            yield
+        finally:
+            _put_back(obj, attr, old)
 
 
 @contextlib.contextmanager

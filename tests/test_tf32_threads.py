@@ -161,3 +161,78 @@ def test_autograd_worker_acts_for_the_audits_owner():
         t.start()
         t.join(10)
     assert done.is_set()
+
+
+# --- item 2: the emulated LSTM and oneDNN's process-wide switch ---------------------------
+
+
+def test_emulated_lstm_leaves_onednn_alone_under_a_concurrent_flags_block(monkeypatch):
+    # Thread A runs an emulated nn.LSTM; while it runs, thread B enters and leaves
+    # torch.backends.mkldnn.flags(enabled=False) around A's end. Before the fix A switched
+    # oneDNN off process-wide around the LSTM: B saved A's 'off' as its starting value and
+    # restored it, so oneDNN stayed off after both threads ended.
+    import eigprec.tf32 as tf32
+
+    assert torch._C._get_mkldnn_enabled()
+    a_inside, b_entered, a_done = threading.Event(), threading.Event(), threading.Event()
+    seen_in_a: list[bool] = []
+    original = tf32._round_bits
+
+    def rounding(x, rounding, screen=True):
+        if not a_inside.is_set():
+            seen_in_a.append(torch._C._get_mkldnn_enabled())
+            a_inside.set()
+            b_entered.wait(0.5)
+        return original(x, rounding, screen)
+
+    monkeypatch.setattr(tf32, "_round_bits", rounding)
+    lstm = torch.nn.LSTM(4, 3)
+    x = torch.randn(5, 2, 4)
+
+    def emulated():
+        with tf32.emulate_tf32():
+            lstm(x)
+        a_done.set()
+
+    def other():
+        a_inside.wait(5)
+        with torch.backends.mkldnn.flags(enabled=False):
+            b_entered.set()
+            a_done.wait(5)
+
+    try:
+        _run(emulated, other)
+        assert seen_in_a == [True]  # the LSTM's products ran with oneDNN as the user set it
+        assert torch._C._get_mkldnn_enabled()
+    finally:
+        torch._C._set_mkldnn_enabled(True)
+
+
+def test_lstm_rebuild_is_the_native_loop_bit_for_bit():
+    # The emulator runs nn.LSTM (unpacked input) through a Python copy of ATen's native CPU
+    # loop instead of switching oneDNN off; that copy must be the native loop exactly.
+    import itertools
+
+    from eigprec._tf32_opaque import lstm_native
+
+    for layers, bi, batch_first, proj, bias, p in itertools.product(
+        (1, 2), (False, True), (False, True), (0, 2), (True, False), (0.0, 0.5)
+    ):
+        torch.manual_seed(0)
+        m = torch.nn.LSTM(4, 5, layers, bias, batch_first, p, bi, proj)
+        x = torch.randn(6, 3, 4, requires_grad=True)
+        batch, dirs = (6 if batch_first else 3), (2 if bi else 1)
+        h0 = torch.randn(layers * dirs, batch, proj or 5)
+        c0 = torch.randn(layers * dirs, batch, 5)
+        torch.manual_seed(1)  # the same dropout masks on both sides
+        with torch.backends.mkldnn.flags(enabled=False):
+            want = m(x, (h0, c0))
+            want = (want[0], *want[1])
+        torch.manual_seed(1)
+        got = lstm_native(x, (h0, c0), m._flat_weights, bias, layers, p, True, bi, batch_first)
+        assert all(torch.equal(w, g) for w, g in zip(want, got, strict=True))
+        grads = [
+            torch.autograd.grad(sum(t.sum() for t in out), [x, *m.parameters()])
+            for out in (want, got)
+        ]
+        assert all(torch.equal(w, g) for w, g in zip(*grads, strict=True))

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DECOMPOSABLE", "OPAQUE", "euclidean_dist", "trilinear"]
+__all__ = ["DECOMPOSABLE", "OPAQUE", "euclidean_dist", "lstm_native", "trilinear"]
 
 _aten = torch.ops.aten
 
@@ -121,3 +121,62 @@ def trilinear(
 
 # packet -> its visible rebuild (emulated when TF32 applies to its float32 inputs)
 DECOMPOSABLE: dict[Any, Any] = {_aten._euclidean_dist: euclidean_dist, _aten._trilinear: trilinear}
+
+
+def lstm_native(
+    x: torch.Tensor,
+    hx: Any,
+    params: Any,
+    has_biases: bool,
+    num_layers: int,
+    dropout: float,
+    train: bool,
+    bidirectional: bool,
+    batch_first: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.lstm`` (unpacked input) as ATen's native CPU loop runs it, from visible pieces.
+
+    On the CPU torch runs a float32 LSTM in oneDNN's fused kernel unless oneDNN is switched
+    off process-wide; this is the loop it runs then (``aten/src/ATen/native/RNN.cpp``:
+    ``FullLayer``/``FullBidirectionalLayer`` with the input products of the whole sequence
+    computed first, ``LSTMCell``, ``apply_layer_stack``), operation for operation, so that
+    its GEMMs reach the dispatch modes without touching any process-wide switch. Bit for
+    bit the native result (``tests/test_tf32_threads.py`` checks it); differentiable.
+    """
+    dirs = 2 if bidirectional else 1
+    per = len(params) // (num_layers * dirs)
+    h0, c0 = hx
+    layer_input = x.transpose(0, 1) if batch_first else x
+    hs, cs = [], []
+    for layer in range(num_layers):
+        outputs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            w = params[k * per : (k + 1) * per]
+            w_ih, w_hh = w[0], w[1]
+            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            w_hr = w[4 if has_biases else 2] if len(w) > (4 if has_biases else 2) else None
+            steps = list(torch.nn.functional.linear(layer_input, w_ih, b_ih).unbind(0))
+            if d == 1:
+                steps.reverse()
+            h, c = h0[k], c0[k]
+            out = []
+            for step in steps:
+                gates = torch.nn.functional.linear(h, w_hh, b_hh).add_(step)
+                i, f, g, o = gates.unsafe_chunk(4, 1)
+                i, f, g, o = i.sigmoid_(), f.sigmoid_(), g.tanh_(), o.sigmoid_()
+                c = (f * c).add_(i * g)
+                h = o * c.tanh()
+                if w_hr is not None:
+                    h = torch.matmul(h, w_hr.t())
+                out.append(h)
+            if d == 1:
+                out.reverse()
+            outputs.append(torch.stack(out, 0))
+            hs.append(h)
+            cs.append(c)
+        layer_input = outputs[0] if dirs == 1 else torch.cat(outputs, outputs[0].dim() - 1)
+        if dropout != 0 and train and layer < num_layers - 1:
+            layer_input = torch.dropout(layer_input, dropout, train)
+    output = layer_input.transpose(0, 1) if batch_first else layer_input
+    return output, torch.stack(hs, 0), torch.stack(cs, 0)

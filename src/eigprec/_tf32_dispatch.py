@@ -514,23 +514,22 @@ class GraphMarker(TorchFunctionMode):
 
     def _rnn(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # On the CPU torch.lstm runs oneDNN's fused kernel (aten.mkldnn_rnn_layer), out of
-        # the dispatcher's sight. Where TF32 would apply, run it with oneDNN off: ATen then
-        # takes its native cell loop (linear/addmm per step, visible and emulated, equal to
-        # oneDNN's result to float32 rounding). The switch is process-wide: the precision
-        # lock keeps other threads' matmul_precision blocks out meanwhile.
+        # the dispatcher's sight. Where TF32 would apply, run ATen's native cell loop instead,
+        # rebuilt from visible pieces (bit for bit the loop torch runs with oneDNN off):
+        # switching oneDNN off would be process-wide, seen by every thread, and lost to or
+        # losing a concurrent torch.backends.mkldnn.flags block. Packed input already takes
+        # the native loop; any other call form reaches oneDNN and is named as not covered.
         x = args[0] if args else None
-        if not (
+        if (
             func is torch.lstm
+            and not kwargs
+            and len(args) == 9
+            and not isinstance(args[1], torch.Tensor)  # (packed: batch_sizes)
             and isinstance(x, torch.Tensor)
             and x.dtype == torch.float32
             and x.device.type == "cpu"
             and torch._C._get_mkldnn_enabled()
             and self.mode._wants((x, x), (0, 1), False)
         ):
-            return func(*args, **kwargs)
-        with _precision._LOCK:
-            torch._C._set_mkldnn_enabled(False)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                torch._C._set_mkldnn_enabled(True)
+            return _tf32_opaque.lstm_native(*args)
+        return func(*args, **kwargs)

@@ -479,8 +479,9 @@ def emulate_tf32(
     (``nn.RNN``, ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
     ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
     switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
-    applies it is run through ATen's native cell loop (oneDNN off for that call) to be
-    emulated. ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
+    applies it is run through a copy of ATen's native cell loop made of visible pieces (bit
+    for bit what torch runs with oneDNN off; no process-wide switch is touched).
+    ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
     rebuilt from visible pieces and emulated.
 
 

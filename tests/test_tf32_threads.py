@@ -8,10 +8,12 @@ with events: a side product (or an operand) that waits for another thread to act
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import eigprec._audit_mode as audit_mode
 from eigprec import current_matmul_precision, matmul_precision
@@ -236,3 +238,63 @@ def test_lstm_rebuild_is_the_native_loop_bit_for_bit():
             for out in (want, got)
         ]
         assert all(torch.equal(w, g) for w, g in zip(*grads, strict=True))
+
+
+# --- item 3: the emulated or audited CPU product does not hold the precision lock ---------
+
+
+class _Probe(TorchDispatchMode):
+    """Below the emulator on the mode stack: sees the CPU product it runs, and there lets
+    another thread read the precision before the product goes on."""
+
+    def __init__(self, reader: threading.Thread, read: threading.Event) -> None:
+        super().__init__()
+        self.reader, self.read = reader, read
+        self.unblocked: list[bool] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _aten.mm.default:
+            self.default(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+    def default(self, *args, **kwargs):  # also stands in for aten.mm in the audit's side run
+        if not self.unblocked:
+            self.reader.start()
+            self.unblocked.append(self.read.wait(1))  # False: the reader stayed blocked
+        return _aten.mm.default(*args, **kwargs)
+
+
+@pytest.mark.parametrize("context", ["emulate_tf32", "tf32_audit"])
+@pytest.mark.parametrize("mode", ["high", "medium"])
+def test_cpu_product_does_not_block_other_threads_reading_the_precision(monkeypatch, context, mode):
+    # Before the fix _onednn.ieee_cpu held precision._LOCK for the whole product: another
+    # thread's current_matmul_precision() waited until it ended (0.47 s for a 3000³ one).
+    from eigprec import emulate_tf32
+
+    read = threading.Event()
+    answers: list[str] = []
+
+    def reader():
+        answers.append(current_matmul_precision())
+        read.set()
+
+    probe = _Probe(threading.Thread(target=reader), read)
+    cm = contextlib.ExitStack()
+    if context == "tf32_audit":  # its side product runs with every mode off
+        monkeypatch.setitem(audit_mode._FUNCTIONAL, _aten.mm, probe)
+    a = torch.randn(8, 8)
+    before = raw_precision_state()
+    with matmul_precision(mode):
+        inside = raw_precision_state()
+        with cm:
+            if context == "emulate_tf32":
+                cm.enter_context(probe)  # below the emulator: sees the product it runs
+                cm.enter_context(emulate_tf32())
+            else:
+                cm.enter_context(tf32_audit())
+            a @ a
+        assert raw_precision_state() == inside
+    probe.reader.join(10)
+    assert raw_precision_state() == before
+    assert probe.unblocked == [True]
+    assert answers == [mode]  # the precision as set, not the pin of oneDNN to IEEE

@@ -298,3 +298,35 @@ def test_cpu_product_does_not_block_other_threads_reading_the_precision(monkeypa
     assert raw_precision_state() == before
     assert probe.unblocked == [True]
     assert answers == [mode]  # the precision as set, not the pin of oneDNN to IEEE
+
+
+def test_blocks_of_other_threads_during_a_pinned_product_restore_what_was_set(monkeypatch):
+    # The audit holds no precision level: while its side product pins oneDNN to IEEE,
+    # another thread may enter and leave a block of another mode. It must snapshot and
+    # restore the value set ('bf16' at 'medium'), never the pin's 'ieee'.
+    read = threading.Event()
+    answers: list[str] = []
+
+    def reader():
+        with matmul_precision("highest"):
+            answers.append(current_matmul_precision())
+        answers.append(current_matmul_precision())
+        read.set()
+
+    probe = _Probe(threading.Thread(target=reader), read)
+    monkeypatch.setitem(audit_mode._FUNCTIONAL, _aten.mm, probe)
+    torch.set_float32_matmul_precision("medium")
+    try:
+        before = raw_precision_state()
+        assert before["mkldnn"] == "bf16"
+        a = torch.randn(8, 8)
+        with tf32_audit():
+            a @ a
+        probe.reader.join(10)
+        assert probe.unblocked == [True]
+        assert answers == ["highest", "medium"]
+        assert raw_precision_state() == before
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.mkldnn.matmul.fp32_precision = "none"
+        torch.backends.cuda.matmul.fp32_precision = "none"

@@ -28,6 +28,7 @@ import contextlib
 import threading
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -58,18 +59,75 @@ def _has_new_api() -> bool:
     return hasattr(torch.backends.cuda.matmul, "fp32_precision")
 
 
-def _get_attr(path: tuple[str, ...]) -> str:
-    obj = torch.backends
+@dataclass(eq=False)
+class _Pin:
+    """A oneDNN setting held at IEEE while CPU products run (see :func:`_pin_ieee`)."""
+
+    old: str  # the value set, which every reader here sees meanwhile
+    count: int = 0  # products in flight that need it
+
+
+# Attribute path -> pin. Only the switch and its restore are serialised (under _LOCK); the
+# products run without the lock, and this module reads and writes pinned settings through
+# the pins, so no snapshot, restore or reader ever sees or keeps the pin's IEEE.
+_PINS: dict[tuple[str, ...], _Pin] = {}
+
+
+def _raw(path: tuple[str, ...]) -> Any:
+    obj: Any = torch.backends
     for name in path:
         obj = getattr(obj, name)
-    return obj  # type: ignore[return-value]
+    return obj
+
+
+def _get_attr(path: tuple[str, ...]) -> str:
+    pin = _PINS.get(path)
+    return pin.old if pin is not None else _raw(path)
 
 
 def _set_attr(path: tuple[str, ...], value: str) -> None:
-    obj = torch.backends
-    for name in path[:-1]:
-        obj = getattr(obj, name)
-    setattr(obj, path[-1], value)
+    pin = _PINS.get(path)
+    if pin is not None:
+        pin.old = value
+        return
+    setattr(_raw(path[:-1]), path[-1], value)
+
+
+def _repin() -> None:
+    # After torch's legacy setter, which writes oneDNN's matmul setting whatever it was
+    # (a parent's setter leaves a set child alone, and a pinned child is set): its value is
+    # what the pin now stands for, and the pin stays in force.
+    pin = _PINS.get(_MKLDNN_MATMUL)
+    if pin is not None:
+        pin.old = _raw(_MKLDNN_MATMUL)
+        setattr(_raw(_MKLDNN_MATMUL[:-1]), _MKLDNN_MATMUL[-1], "ieee")
+
+
+def _pin_ieee(path: tuple[str, ...]) -> bool:
+    """Hold the oneDNN setting at ``path`` at IEEE for one product; False: it already was.
+
+    Pins are counted: the setting is put back when the last product that needed it ends
+    (:func:`_unpin`). Takes the lock only for the switch itself.
+    """
+    with _LOCK:
+        pin = _PINS.get(path)
+        if pin is None:
+            if _effective(path, path[:-2] + path[-1:], path[-1:]) == "ieee":
+                return False
+            pin = _PINS[path] = _Pin(_raw(path))
+            setattr(_raw(path[:-1]), path[-1], "ieee")
+        pin.count += 1
+        return True
+
+
+def _unpin(path: tuple[str, ...]) -> None:
+    """End one product's :func:`_pin_ieee`; the last one restores the setting exactly."""
+    with _LOCK:
+        pin = _PINS[path]
+        pin.count -= 1
+        if not pin.count:
+            del _PINS[path]
+            _put_back(_raw(path[:-1]), path[-1], pin.old)
 
 
 def _effective(*paths: tuple[str, ...]) -> str:
@@ -130,6 +188,7 @@ def _restore(state: _State) -> None:
             _set_attr(path, values[path])
     # The legacy setter rewrites the two matmul children; they are set after it.
     torch.set_float32_matmul_precision(state.legacy)
+    _repin()
     for path in _CHILDREN:
         if path in values and _get_attr(path) != values[path]:
             _set_attr(path, values[path])
@@ -189,6 +248,7 @@ def _acquire(
                 else:
                     level = _Level(mode, _snapshot())
                     torch.set_float32_matmul_precision(mode)
+                    _repin()
                 _LEVELS.append(level)
                 break
             bottom = _LEVELS[0]

@@ -67,6 +67,7 @@ def test_out_that_is_resized_keeps_the_operand_shapes():
     a2 = a.clone()
     with pytest.warns(UserWarning, match="resized"):  # torch's own warning about out=
         got_out, got = _audited(lambda: torch.mm(a2, b, out=a2))
+        assert torch.equal(got_out, _plain(lambda a: torch.mm(a, b, out=a), a))
     assert got.shapes == ((4, 3), (3, 5)) == want.shapes
     _same_measures(got, want)
 

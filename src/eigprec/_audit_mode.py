@@ -10,7 +10,6 @@ hands the two error measures to a per-site accumulator.
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from eigprec import _context, _tf32_opaque
 from eigprec import precision as _precision
+from eigprec._audit_measures import _errors, _row_column_scale, _worse
 from eigprec._onednn import ieee_cpu as _ieee_cpu
 from eigprec._tf32_dispatch import CONVS as _CONVS
 from eigprec._tf32_dispatch import GEMMS as _GEMMS
@@ -55,10 +55,6 @@ _NOT_SEEN: dict[Any, str] = {
     ),
 }
 
-# Entries of the reference smaller than this fraction of its largest magnitude are measured
-# against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
-# result's scale, so their own relative error means nothing.
-ENTRY_FLOOR = 2.0**-24
 
 _THIS_FILE = __file__
 
@@ -178,90 +174,6 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
         return 2 * args[0].numel() * (weight[0].numel() if weight.dim() else 1)
     first, second = (args[i] for i in _OPERANDS[packet])
     return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
-
-
-def _errors(
-    tf32: torch.Tensor,
-    ref: torch.Tensor,
-    fp32: torch.Tensor | None,
-    fp32_out: torch.Tensor,
-    scale: tuple[torch.Tensor, torch.Tensor] | None = None,
-    scaled: list | None = None,
-) -> tuple[float, float, float | None, bool]:
-    # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
-    # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
-    # did not. Few passes over the data: this runs for every product.
-    diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
-    size, dist = _norm(ref), _norm(diff)
-    if not (math.isfinite(size) and math.isfinite(dist)):
-        # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
-        # is an infinite error, not one to leave out.
-        if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
-            return math.inf, math.inf, _fp32_error(fp32, ref), True
-        # Leave out the non-finite entries (of either result) and measure the rest.
-        finite = torch.isfinite(ref) & torch.isfinite(tf32)
-        ref = torch.where(finite, ref, 0.0)
-        diff = torch.where(finite, diff, 0.0)
-        if fp32 is not None:
-            fp32 = torch.where(finite, fp32, ref)
-        size, dist = _norm(ref), _norm(diff)
-    norm_error = _ratio(dist, size)
-    entry_error = 0.0
-    if ref.numel():
-        magnitude = ref.abs()
-        floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
-        diff.abs_()
-        # Both quotients land in buffers already held (magnitude's, then diff's): no
-        # allocation of another m×n tensor, which on a large product costs as much as a pass.
-        magnitude.clamp_min_(floor)
-        entry_error = float(torch.div(diff, magnitude, out=magnitude).max())
-        if scale is not None:  # (see _row_column_scale)
-            scaled[0] = float(diff.div_(scale[0]).div_(scale[1]).max())
-    fp32_error = None
-    if fp32 is not None:
-        fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
-    return norm_error, entry_error, fp32_error, False
-
-
-def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # (‖A_i,:‖₂, ‖B_:,j‖₂), whose product is the largest value entry (i, j) of AB could take
-    # (Cauchy-Schwarz): an entry's error against it does not alarm on entries near zero by
-    # cancellation. Kept as two vectors (the m×n outer product would cost a pass and a copy).
-    tiny = torch.finfo(torch.float32).tiny
-    return _axis_norm(a, -1).clamp_min_(tiny), _axis_norm(b, -2).clamp_min_(tiny)
-
-
-def _axis_norm(x: torch.Tensor, dim: int) -> torch.Tensor:
-    # torch's norm kernel is ~10x slower along a strided axis (the columns of a row-major
-    # matrix), a third of the audit's cost on a large GEMM; a sum of squares is not.
-    # (Neither rescales: data beyond ~1e19 overflows to an infinite scale in both.)
-    # keepdim: the norms broadcast against the product as they are (no unsqueeze op).
-    if x.stride(dim) == 1:
-        return torch.linalg.vector_norm(x, dim=dim, keepdim=True)
-    return x.square().sum(dim, keepdim=True).sqrt_()
-
-
-def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
-    if fp32 is None:
-        return None
-    finite = torch.isfinite(ref) & torch.isfinite(fp32)
-    ref = torch.where(finite, ref, 0.0)
-    return _ratio(_norm(torch.where(finite, fp32, 0.0) - ref), _norm(ref))
-
-
-def _norm(x: torch.Tensor) -> float:
-    # torch's Frobenius norm squares without scaling, so float32 data beyond ~1e±18 would
-    # overflow or underflow; such (rare) tensors take the slower float64 reduction.
-    value = float(torch.linalg.vector_norm(x))
-    if x.dtype == torch.float64 or 1e-15 < value < 1e15 or (value == 0.0 and not x.any()):
-        return value
-    return float(torch.linalg.vector_norm(x, dtype=torch.float64))
-
-
-def _ratio(num: float, den: float) -> float:
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
 
 
 def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
@@ -399,14 +311,24 @@ class AuditMode(TorchDispatchMode):
         side: dict[str, Any] = {}
         # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
         # both tests are always false): an outer mode (the emulator, say) or oneDNN's
-        # reduced precision changes the user's result, so float32 comes from a clean run.
-        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind)
+        # reduced precision changes the user's result, so float32 comes from a clean run;
+        # so does an op that writes over its own operand (out=, in place), whose result is
+        # then not the product of the operands as they were.
+        aliased = _overwrites_operand(packet, args, kwargs, operands)
+        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind) or aliased
         with _modes_off():
+            # What the op reads, before it may write over it.
+            side["shapes"] = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+            if packet in _GEMMS:
+                side["scale"] = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
-                # matches the current setting is the user's own result, taken afterwards.
+                # matches the current setting is the user's own result, taken afterwards
+                # (unless the op overwrites an operand: then it is run here too).
                 with _gpu_tf32(kind, not enabled, me):
                     side["tf32" if not enabled else "fp32"] = fn(*args, **kw)
+                if aliased:
+                    side["fp32" if not enabled else "tf32"] = fn(*args, **kw)
             else:
                 rounded = tuple(
                     _round_bits(a.detach(), s.rounding) if i in operands else a
@@ -445,14 +367,12 @@ class AuditMode(TorchDispatchMode):
             fp32 = side.get("fp32", out)
             fp64 = side.get("fp64")
             name = packet.__name__
-            shapes = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+            shapes = side["shapes"]
             for j, suffix in _measured_outputs(out, packet):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
-                scale = None
-                if packet in _GEMMS:
-                    scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scale = side.get("scale")
                 scaled: list = [None]
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
                     tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
@@ -487,8 +407,21 @@ class AuditMode(TorchDispatchMode):
                 )
 
 
-def _worse(a: float, b: float) -> float:
-    return b if b != b or b > a else a  # NaN counts as worst
+def _overwrites_operand(
+    packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any], operands: tuple[int, ...]
+) -> bool:
+    # Whether the op writes (out=, or in place into its first argument) over the memory of
+    # one of the operands it multiplies.
+    written = kwargs.get("out")
+    if written is None and packet.__name__.endswith("_"):
+        written = args[0]
+    if not isinstance(written, torch.Tensor):
+        return False
+    storage = written.untyped_storage().data_ptr()
+    return any(
+        isinstance(args[i], torch.Tensor) and args[i].untyped_storage().data_ptr() == storage
+        for i in operands
+    )
 
 
 def _cpu_reduced(device: torch.device, kind: str) -> bool:

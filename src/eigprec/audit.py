@@ -88,7 +88,8 @@ import torch
 
 from eigprec import _tf32_dispatch
 from eigprec._args import check_int
-from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
+from eigprec._audit_measures import ENTRY_FLOOR
+from eigprec._audit_mode import AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table

@@ -21,7 +21,7 @@ from torch._C import _len_torch_dispatch_stack
 from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from eigprec import _context, _tf32_opaque
+from eigprec import _context, _tf32_opaque, _tf32_plain
 from eigprec import precision as _precision
 from eigprec._audit_measures import _errors, _row_column_scale, _worse
 from eigprec._onednn import ieee_cpu as _ieee_cpu
@@ -56,7 +56,8 @@ _NOT_SEEN: dict[Any, str] = {
 }
 
 
-_THIS_FILE = __file__
+# This package's plumbing between the user's frame and the product (never "your code").
+_PLUMBING = frozenset({__file__, _tf32_plain.__file__})
 
 # How many forward calls the audit remembers for attributing their backward products: a
 # training loop must not grow it by one entry per product for the whole block. A backward
@@ -128,7 +129,7 @@ def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str]
     while frame is not None and len(found) < depth:
         code = frame.f_code
         module = frame.f_globals.get("__name__", "")
-        if code.co_filename != _THIS_FILE and not _skipped(module, skip):
+        if code.co_filename not in _PLUMBING and not _skipped(module, skip):
             found.append((code.co_filename, frame.f_lineno, code.co_name))
         frame = frame.f_back
     return tuple(found)
@@ -185,7 +186,7 @@ def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
     return [(0, "")]
 
 
-class AuditMode(TorchDispatchMode):
+class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
     """Runs each op as given; measures float32 GEMMs and convolutions on the side."""
 
     def __init__(self, settings: _Settings) -> None:
@@ -257,7 +258,8 @@ class AuditMode(TorchDispatchMode):
     def _wanted(args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
         mats = [args[i] for i in operands if i < len(args)]
         return (
-            len(mats) == len(operands)
+            not _tf32_plain.IN_VECTOR_PRODUCT.get()  # vector @ matrix: float32 on a GPU
+            and len(mats) == len(operands)
             and all(
                 isinstance(m, torch.Tensor)
                 and m.dtype == torch.float32
@@ -486,20 +488,37 @@ class AttributionMode(AuditMode):
         return func(*args, **kwargs)
 
 
+# Modules whose forward takes torch's fused fast path only when no torch-function mode is
+# active (torch.overrides.has_torch_function): the audit's function mode steps aside there.
+_FASTPATH_MODULES = (
+    torch.nn.MultiheadAttention,
+    torch.nn.TransformerEncoderLayer,
+    torch.nn.TransformerEncoder,
+)
+
+
 @contextlib.contextmanager
-def module_paths(settings: _Settings) -> Iterator[None]:
+def module_paths(settings: _Settings, plain: Any = None) -> Iterator[None]:
     """Keep ``settings.modules`` = the paths of the nn.Modules running in this thread.
 
     Global forward hooks (``torch.nn.modules.module.register_module_forward_pre_hook``)
     push a module's path relative to the outermost module called (``encoder.layers.0
-    .linear1``; the outermost one is named by its class) and pop it when it returns.
+    .linear1``; the outermost one is named by its class) and pop it when it returns. While
+    a transformer module runs, the function mode ``plain`` (when given, and on top of the
+    stack) is taken off, so that torch takes the same fast path as without the audit.
     """
     owner = threading.get_ident()
     names: dict[int, str] = {}
+    suspended: list[torch.nn.Module] = []
 
     def pre(module: torch.nn.Module, _args: Any) -> None:
         if threading.get_ident() != owner:
             return
+        if plain is not None and isinstance(module, _FASTPATH_MODULES):
+            depth = torch._C._len_torch_function_stack()
+            if depth and torch._C._get_function_stack_at(depth - 1) is plain:
+                torch._C._pop_torch_function_stack()
+                suspended.append(module)
         if not settings.modules:
             names.clear()
             names.update((id(m), n) for n, m in module.named_modules() if n)
@@ -507,9 +526,14 @@ def module_paths(settings: _Settings) -> Iterator[None]:
             return
         settings.modules.append(names.get(id(module), type(module).__name__))
 
-    def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if threading.get_ident() == owner and settings.modules:
+    def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if threading.get_ident() != owner:
+            return
+        if settings.modules:
             settings.modules.pop()
+        if suspended and suspended[-1] is module:
+            suspended.pop()
+            torch._C._push_on_torch_function_stack(plain)
 
     from torch.nn.modules import module as _module
 

@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_leaves
 
-from . import _tf32_opaque
+from . import _tf32_opaque, _tf32_plain
 from . import precision as _precision
 from ._onednn import ieee_cpu as _ieee_cpu
 
@@ -282,7 +282,7 @@ def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     return func._op_dk(_CIA, *args, **kwargs)
 
 
-class TF32EmulationMode(TorchDispatchMode):
+class TF32EmulationMode(_tf32_plain.TF32Mode, TorchDispatchMode):
     """Round the operands of float32 GEMMs and convolutions as a TF32 GPU would."""
 
     def __init__(
@@ -392,6 +392,8 @@ class TF32EmulationMode(TorchDispatchMode):
             wanted = self.convolutions
             if wanted is None:
                 wanted = tf32_conv_enabled()
+        elif _tf32_plain.IN_VECTOR_PRODUCT.get():  # vector @ matrix: float32 on a GPU
+            return False
         elif _IN_RNN.get():  # cuDNN runs RNNs under its own switch, not cuBLAS's
             wanted = tf32_rnn_enabled()
         else:
@@ -492,6 +494,14 @@ class GraphMarker(TorchFunctionMode):
     ) -> Any:
         before = self.mode.graph_products
         kwargs = kwargs or {}
+        if _tf32_plain.wants_plain(func, args, kwargs):  # values-only: as without the modes
+            return _tf32_plain.run_plain(func, args, kwargs)
+        if _tf32_plain.vector_product(func, args):  # float32 on a GPU: nothing to round
+            token = _tf32_plain.IN_VECTOR_PRODUCT.set(True)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _tf32_plain.IN_VECTOR_PRODUCT.reset(token)
         if func in _RNN_FUNCS:
             token = _IN_RNN.set(True)
             try:

@@ -8,7 +8,10 @@ on the side, with TF32 operands and against a reference. Each call site of your 
 (file and line of the innermost frame outside ``torch`` and ``eigprec``) gets one
 :class:`AuditRecord` per operator and operand shapes: how often it ran and the worst TF32
 error it showed. Matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``) are
-not audited: PyTorch runs them without TF32.
+not audited: PyTorch runs them without TF32; nor are ``vector @ matrix`` and ``F.linear`` of a
+1-D input, one-row GEMMs that the measured H100 and H200 ran in float32 at 'high'.
+Eigenvalues and singular values without vectors (``eigvalsh``, ``svdvals``...), which a
+dispatch mode would send down ATen's vector path, run exactly as without the audit.
 
 How the TF32 result is obtained:
 
@@ -47,9 +50,9 @@ up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts
 Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
 backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, ``solve``, ``lu``,
 triangular and Cholesky solves...) are not reported: a TF32 GPU runs them in float32. (The
-forward-mode formulas guarded the same way are still reported: marking their calls takes a
-function mode, whose presence alone makes torch skip the transformer fast path and so would
-change the code audited; :func:`~eigprec.emulate_tf32` does mark them.) ``cdist``'s
+forward-mode formulas guarded the same way are still reported; :func:`~eigprec.emulate_tf32`
+marks them. The audit's own function mode steps aside while a transformer module runs, whose
+fast path torch takes only without one.) ``cdist``'s
 matrix-product path is rebuilt bit for bit and audited. Operators whose own kernel
 multiplies out of the dispatcher's sight -- fused attention (forward and backward), the
 fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
@@ -86,7 +89,7 @@ from typing import Any
 
 import torch
 
-from eigprec import _tf32_dispatch
+from eigprec import _tf32_dispatch, _tf32_plain
 from eigprec._args import check_int
 from eigprec._audit_measures import ENTRY_FLOOR
 from eigprec._audit_mode import AttributionMode, AuditMode, _Settings, module_paths
@@ -405,7 +408,8 @@ def tf32_audit(
     """
     _check_options(rounding, float64_limit, only_enabled, skip, depth)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
-    with AuditMode(settings), module_paths(settings):
+    plain = _tf32_plain.PlainCalls()
+    with AuditMode(settings), plain, module_paths(settings, plain):
         yield AuditReport(settings)
 
 

@@ -100,6 +100,9 @@ def vector_product(func: Any, args: tuple[Any, ...]) -> bool:
     )
 
 
+_WATCHED = frozenset({*_VALUES, torch.linalg.cond, *_VECTOR_PRODUCTS})
+
+
 class PlainCalls(TorchFunctionMode):
     """The audit's function mode: runs values-only decompositions plainly and marks
     vector products (the emulator's :class:`~eigprec._tf32_dispatch.GraphMarker` does both
@@ -112,6 +115,8 @@ class PlainCalls(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if func not in _WATCHED:  # (the common case, kept cheap: it runs at every call)
+            return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         if wants_plain(func, args, kwargs):
             return run_plain(func, args, kwargs)

@@ -208,6 +208,8 @@ class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
             if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
                 with self:
                     return _tf32_opaque.euclidean_dist(*args, **kwargs)
+            if not _tf32_opaque.tf32_applies(packet, args):
+                return func(*args, **kwargs)
             with self.settings.lock:
                 entry = self.settings.not_covered.setdefault(
                     packet.__name__, [0, _NOT_SEEN[packet]]

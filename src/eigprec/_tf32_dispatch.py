@@ -321,7 +321,7 @@ class TF32EmulationMode(_tf32_plain.TF32Mode, TorchDispatchMode):
             if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
                 with self:  # its visible pieces (one GEMM or einsum) come back here
                     return _tf32_opaque.DECOMPOSABLE[packet](*args, **kwargs)
-            if packet in _tf32_opaque.OPAQUE:
+            if packet in _tf32_opaque.OPAQUE and _tf32_opaque.tf32_applies(packet, args):
                 self._not_covered(packet)
             if composite(func):  # (inference mode, or inside a rebuild: autograd skipped)
                 with self:  # re-enter so that the pieces come back here

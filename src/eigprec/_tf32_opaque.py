@@ -24,7 +24,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["DECOMPOSABLE", "OPAQUE", "euclidean_dist", "lstm_native", "trilinear"]
+__all__ = [
+    "DECOMPOSABLE",
+    "OPAQUE",
+    "SOLVES",
+    "SOLVE_EFFECT",
+    "euclidean_dist",
+    "lstm_native",
+    "tf32_applies",
+    "trilinear",
+]
 
 _aten = torch.ops.aten
 
@@ -43,6 +52,19 @@ _ATTENTION = (
 _RNN = (
     "fused RNN (oneDNN on the CPU): on a GPU cuDNN runs it in TF32 when "
     "torch.backends.cudnn.rnn.fp32_precision is 'tf32' (the default); here it runs in float32"
+)
+
+
+# Measured on an H200 (issue 34): TF32 switch off vs on, each setting repeatable bit for bit.
+SOLVE_EFFECT = (
+    "measured on an H200: relative change ~1e-4 (solve 9.9e-5, inv 8.9e-5, "
+    "solve_triangular 7.0e-5, lu_solve 9.9e-5)"
+)
+_SOLVES = (
+    "a solve, inverse or LU factorisation: LAPACK here; on a TF32 GPU a blocked algorithm whose "
+    f"GEMM updates follow the matmul TF32 switch, {SOLVE_EFFECT}; cholesky, cholesky_solve, qr, "
+    "lstsq, eigvalsh and svdvals did not change. Put matmul_precision('highest') around GPU "
+    "solves and inverses"
 )
 
 
@@ -75,7 +97,34 @@ OPAQUE: dict[Any, str] = {
         ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward", "_cudnn_rnn", "_cudnn_rnn_backward"),
         _RNN,
     ),
+    **_ops(
+        (
+            "_linalg_solve_ex",
+            "linalg_inv_ex",
+            "linalg_solve_triangular",
+            "triangular_solve",
+            "linalg_lu_solve",
+            "linalg_lu_factor_ex",
+            "linalg_lu",
+        ),
+        _SOLVES,
+    ),
 }
+
+# The solves above change under TF32 only for float32 (and complex64) operands, and not
+# inside the derivative formulas torch runs under NoTF32Guard.
+SOLVES = frozenset(op for op, note in OPAQUE.items() if note is _SOLVES)
+
+
+def tf32_applies(packet: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a TF32 GPU would run this opaque operator's products in TF32 (dtype-wise)."""
+    if packet not in SOLVES:
+        return True
+    if torch._C._current_autograd_node() is not None:  # (backward: NoTF32Guard formulas)
+        return False
+    return any(
+        isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.complex64) for a in args
+    )
 
 
 def euclidean_dist(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:

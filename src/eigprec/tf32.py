@@ -402,9 +402,15 @@ def emulate_tf32(
     ``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`` the same ``bmm``s run here and are
     emulated), the fused transformer fast path of ``nn.TransformerEncoderLayer``
     /``nn.MultiheadAttention`` in eval or ``no_grad`` (its GEMMs follow the matmul switch on
-    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated), and
-    fused RNN kernels where they still run. Sparse and nested tensors pass through
-    untouched (cuSPARSE is not the cuBLAS path emulated here). Autocast runs ``cdist``,
+    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated),
+    fused RNN kernels where they still run, and float32 solves, inverses and LU
+    factorisations (``linalg.solve``, ``inv``, ``solve_triangular``, ``triangular_solve``,
+    ``lu_solve``, ``lu_factor``, ``lu``): LAPACK here, blocked algorithms with TF32 GEMM
+    updates on a GPU (measured on an H200: relative change ~1e-4; the warning gives the
+    figures), so put ``'highest'`` around GPU solves. ``cholesky``, ``cholesky_solve``,
+    ``qr``, ``lstsq``, ``eigh`` and ``svd`` did not change there and run unwarned.
+    Sparse and nested tensors pass through untouched (cuSPARSE is not the cuBLAS path
+    emulated here). Autocast runs ``cdist``,
     ``pdist`` and ``dist`` in float32 (``autocast_mode.cpp``), so their products are
     emulated under autocast too.
 

@@ -45,6 +45,8 @@ def test_reverse_mode_torch_func_is_refused_with_the_way_around(name):
 def test_forward_mode_torch_func_works_and_is_emulated():
     with matmul_precision("high"), emulate_tf32():
         value, tangent = torch.func.jvp(_f, (_W,), (torch.ones_like(_W),))
+        emulated = _f(_W)
+    assert torch.equal(value, emulated) and not torch.equal(value, _f(_W))
     assert torch.isfinite(tangent)
     w = _W.clone().requires_grad_()
     with matmul_precision("high"), emulate_tf32():

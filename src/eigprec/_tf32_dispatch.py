@@ -458,20 +458,33 @@ def saved_tensor_hooks(mode: TF32EmulationMode) -> tuple[Callable, Callable]:
 
     Custom ``autograd.Function``\ s (reentrant checkpointing among them) run their forward
     with grad disabled, so :class:`GraphMarker` cannot tag their nodes; but whatever they
-    save for backward is packed inside the block and unpacked by their backward. A tensor
-    saved after the block emulated a product warns when unpacked outside the block.
+    save for backward is packed inside the block (after their forward, outside any torch
+    call) and unpacked by their backward. Such a tensor, saved after the block emulated a
+    product, warns when unpacked outside the block. A tensor saved by a torch call itself
+    (``sigmoid`` saving its output) warns only if that call emulated a product: the nodes
+    of products are tagged by :class:`GraphMarker`, and a graph without one has nothing
+    emulated to lose.
     """
 
-    def pack(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        return t, mode.forward_products > 0
+    def pack(t: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        call = _CALL.get()
+        return t, (mode.forward_products > 0) if call is None else (call, mode)
 
-    def unpack(packed: tuple[torch.Tensor, bool]) -> torch.Tensor:
+    def unpack(packed: tuple[torch.Tensor, Any]) -> torch.Tensor:
         t, marked = packed
+        if isinstance(marked, tuple):  # saved by a torch call: did it emulate a product?
+            call, _ = marked
+            marked = (call[1] if len(call) > 1 else mode.forward_products) != call[0]
         if marked:
             _check_backward(None)
         return t
 
     return pack, unpack
+
+
+# The torch call GraphMarker is running in this context: [forward products at its start,
+# and at its end once it returned].
+_CALL: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("_tf32_call", default=None)
 
 
 class GraphMarker(TorchFunctionMode):
@@ -494,6 +507,15 @@ class GraphMarker(TorchFunctionMode):
     ) -> Any:
         before = self.mode.graph_products
         kwargs = kwargs or {}
+        call = [self.mode.forward_products]  # [at the start, at the end]: see the pack hook
+        token = _CALL.set(call)
+        try:
+            return self._call(func, args, kwargs, before)
+        finally:
+            call.append(self.mode.forward_products)
+            _CALL.reset(token)
+
+    def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], before: int) -> Any:
         if _tf32_plain.wants_plain(func, args, kwargs):  # values-only: as without the modes
             return _tf32_plain.run_plain(func, args, kwargs)
         if _tf32_plain.vector_product(func, args):  # float32 on a GPU: nothing to round

@@ -92,6 +92,7 @@ import torch
 
 from eigprec import _tf32_dispatch, _tf32_plain
 from eigprec._args import check_int
+from eigprec._attribution_outputs import _change, _check_same, _equal_nan, _outputs
 from eigprec._audit_measures import ENTRY_FLOOR
 from eigprec._audit_mode import AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._audit_rows import record_rows
@@ -490,31 +491,6 @@ class Attribution:
         return markdown_table(rows)
 
 
-def _outputs(value: Any) -> dict[str, torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        value = {"output": value}
-    elif isinstance(value, (tuple, list)):
-        value = {f"output {i}": v for i, v in enumerate(value)}
-    if not isinstance(value, dict) or not value:
-        raise TypeError(
-            "block must return a tensor, a non-empty tuple/list of tensors or a dict "
-            f"name -> tensor, got {type(value).__name__}"
-        )
-    for name, v in value.items():
-        if not isinstance(v, torch.Tensor) or not v.is_floating_point():
-            raise TypeError(f"output {name!r} must be a floating-point tensor, got {v!r:.60}")
-    return {str(k): v.detach().double() for k, v in value.items()}
-
-
-def _change(new: dict[str, torch.Tensor], old: dict[str, torch.Tensor]) -> dict[str, float]:
-    out = {}
-    for name, ref in old.items():
-        size = float(torch.linalg.vector_norm(ref))
-        dist = float(torch.linalg.vector_norm(new[name] - ref))
-        out[name] = (0.0 if dist == 0 else math.inf) if size == 0 else dist / size
-    return out
-
-
 def tf32_attribution(
     block: Callable[[], Any],
     *,
@@ -537,7 +513,8 @@ def tf32_attribution(
 
     ``block`` runs ``3 + number of sites`` times, so it must be deterministic and free of
     side effects (build models, optimizers and data inside it, or copy them); a block whose
-    two float32 runs differ is refused.
+    two float32 runs differ (NaN compares equal to NaN), or any of whose runs returns other
+    output names or shapes than the first, is refused.
 
     Args:
         block: the computation; returns the outputs to compare.
@@ -552,7 +529,8 @@ def tf32_attribution(
     Raises:
         TypeError: if ``block`` is not callable or returns something else than the above.
         ValueError: for an unknown ``rounding``, bad ``skip``/``depth`` (as in
-            :func:`tf32_audit`), or a block whose float32 runs disagree.
+            :func:`tf32_audit`), or a block whose float32 runs disagree or whose runs
+            return other names or shapes.
 
     Example:
         >>> import torch
@@ -585,14 +563,17 @@ def tf32_attribution(
 
     plain, seen = run(frozenset())
     again, _ = run(frozenset())
-    if any(not torch.equal(plain[k], again[k]) for k in plain):
+    _check_same(plain, again, "float32 results")
+    if any(not _equal_nan(plain[k], again[k]) for k in plain):
         raise ValueError(
             "block gave different float32 results on two runs: it must be deterministic"
         )
     full, _ = run(None)
+    _check_same(plain, full, "results with every product in TF32")
     sites = []
     for key, calls in seen.items():
         alone, _ = run(frozenset({key}))
+        _check_same(plain, alone, "results with one site in TF32")
         frames, op, shapes, phase, module = key
         effect = SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain), module)
         sites.append(effect)

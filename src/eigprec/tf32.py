@@ -432,6 +432,12 @@ def emulate_tf32(
     capability >= 8.0) are left to the hardware unless ``force=True``. Nested
     contexts: the innermost one decides.
 
+    ``torch.func``: forward-mode transforms (``jvp``, ``jacfwd``, ``vmap`` of them) run
+    inside the block and are emulated; the reverse-mode ones (``grad``, ``vjp``, ``jacrev``,
+    ``hessian``, ``vmap(grad(...))``) refuse the block's saved-tensor hooks, and the block
+    raises ``RuntimeError`` naming the ways around: ``torch.autograd.grad`` or
+    ``.backward()`` inside the block (per sample in a loop), or forward mode.
+
     Scope (what "inside" means): emulation covers the operators that run while the
     block is active *in the thread that entered it*, as torch's dispatch modes are
     thread-local. A backward pass started inside the block is emulated (autograd
@@ -458,6 +464,8 @@ def emulate_tf32(
     Raises:
         ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
         TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None.
+        RuntimeError: where ``torch.func.grad``, ``vjp``, ``jacrev`` or ``hessian`` runs in
+            the block (see above).
 
     Example:
         >>> import torch
@@ -473,7 +481,21 @@ def emulate_tf32(
     )
     hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
     with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
-        yield
+        try:
+            yield
+        except RuntimeError as e:
+            if "don't yet support saved tensor hooks" not in str(e):
+                raise
+            raise RuntimeError(_NO_REVERSE_TORCH_FUNC) from e
+
+
+_NO_REVERSE_TORCH_FUNC = (
+    "emulate_tf32 does not support torch.func's reverse-mode transforms (grad, vjp, jacrev, "
+    "hessian, and vmap of them): the block's saved-tensor hooks, which catch a backward run "
+    "after the block, are refused by torch.func. Ways around: take gradients with "
+    "torch.autograd.grad (or .backward()) inside the block, per sample in a loop if need "
+    "be; forward-mode transforms (torch.func.jvp, jacfwd, and vmap of them) work inside it."
+)
 
 
 def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dtype) -> str:

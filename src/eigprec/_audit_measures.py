@@ -31,7 +31,9 @@ def _errors(
     # did not. Few passes over the data: this runs for every product.
     diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
     size, dist = _norm(ref), _norm(diff)
+    left_out = False  # whether non-finite entries were left out (see the row·col quotient)
     if not (math.isfinite(size) and math.isfinite(dist)):
+        left_out = True
         # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
         # is an infinite error, not one to leave out.
         if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
@@ -54,7 +56,12 @@ def _errors(
         magnitude.clamp_min_(floor)
         entry_error = float(torch.div(diff, magnitude, out=magnitude).max())
         if scale is not None:  # (see _row_column_scale)
-            scaled[0] = float(diff.div_(scale[0]).div_(scale[1]).max())
+            if scale[0].dtype != diff.dtype:  # norms beyond float32's range: quotients in float64
+                diff = diff.double()
+            quotient = diff.div_(scale[0]).div_(scale[1])
+            if left_out:  # a row or column with inf/NaN has a NaN scale: left out as well
+                quotient.nan_to_num_(nan=0.0)
+            scaled[0] = float(quotient.max())
     fp32_error = None
     if fp32 is not None:
         fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
@@ -65,14 +72,28 @@ def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, t
     # (‖A_i,:‖₂, ‖B_:,j‖₂), whose product is the largest value entry (i, j) of AB could take
     # (Cauchy-Schwarz): an entry's error against it does not alarm on entries near zero by
     # cancellation. Kept as two vectors (the m×n outer product would cost a pass and a copy).
-    tiny = torch.finfo(torch.float32).tiny
-    return _axis_norm(a, -1).clamp_min_(tiny), _axis_norm(b, -2).clamp_min_(tiny)
+    rows, cols = _axis_norm(a, -1), _axis_norm(b, -2)
+    if not (_in_range(rows) and _in_range(cols)):
+        # A square beyond float32's range (entries past ~1e19, or below ~1e-19 with no
+        # larger one): in float32 the scale reads inf (the column 0.0) or 0. Float64 holds it.
+        rows, cols = _axis_norm(a.double(), -1), _axis_norm(b.double(), -2)
+    tiny = torch.finfo(rows.dtype).tiny
+    return rows.clamp_min_(tiny), cols.clamp_min_(tiny)
+
+
+def _in_range(norms: torch.Tensor) -> bool:
+    # Whether float32 norms are finite and, where nonzero, not flushed by underflow.
+    if not norms.numel():
+        return True
+    top, low = float(norms.max()), float(norms.min())
+    if top != top:  # NaN: a row or column with NaN, left out with its entries
+        return True
+    return math.isfinite(top) and top < 1e18 and (low == 0.0 or low > 1e-18)
 
 
 def _axis_norm(x: torch.Tensor, dim: int) -> torch.Tensor:
     # torch's norm kernel is ~10x slower along a strided axis (the columns of a row-major
     # matrix), a third of the audit's cost on a large GEMM; a sum of squares is not.
-    # (Neither rescales: data beyond ~1e19 overflows to an infinite scale in both.)
     # keepdim: the norms broadcast against the product as they are (no unsqueeze op).
     if x.stride(dim) == 1:
         return torch.linalg.vector_norm(x, dim=dim, keepdim=True)

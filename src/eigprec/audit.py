@@ -93,12 +93,13 @@ import torch
 from eigprec import _tf32_dispatch, _tf32_plain
 from eigprec._args import check_int
 from eigprec._attribution_outputs import _change, _check_same, _equal_nan, _outputs
+from eigprec._audit_args import _check_audit_args, _check_options
 from eigprec._audit_measures import ENTRY_FLOOR
 from eigprec._audit_mode import AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
-from eigprec.tf32 import ROUNDINGS, _round_bits
+from eigprec.tf32 import _round_bits
 
 __all__ = [
     "ENTRY_FLOOR",
@@ -341,26 +342,7 @@ def _key(x: float) -> float:
     return math.inf if math.isnan(x) else x
 
 
-def _check_options(
-    rounding: Any, float64_limit: Any, only_enabled: Any, skip: Any, depth: Any
-) -> None:
-    if not isinstance(rounding, str) or rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
-        raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
-    if float64_limit < 0:
-        raise ValueError(f"float64_limit must be >= 0, got {float64_limit}")
-    if not isinstance(only_enabled, bool):
-        raise TypeError(f"only_enabled must be a bool, got {type(only_enabled).__name__}")
-    if not isinstance(skip, tuple) or not all(isinstance(s, str) and s for s in skip):
-        raise TypeError(f"skip must be a tuple of non-empty module names, got {skip!r}")
-    if isinstance(depth, bool) or not isinstance(depth, int):
-        raise TypeError(f"depth must be an int, got {type(depth).__name__}")
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
-
-
-@reusable
+@reusable(check=_check_audit_args)
 def tf32_audit(
     *,
     rounding: str = "rna",
@@ -397,7 +379,8 @@ def tf32_audit(
     Raises:
         ValueError: for an unknown ``rounding``, a negative ``float64_limit`` or a
             ``depth`` below 1.
-        TypeError: for arguments of the wrong type.
+        TypeError: for arguments of the wrong type (NumPy integers count as ints, bools
+            do not). Both are raised where ``tf32_audit(...)`` is called.
 
     Example:
         >>> import torch
@@ -408,7 +391,7 @@ def tf32_audit(
         >>> c.flatten().tolist(), [(r.op, r.calls, r.norm_error) for r in report.records]
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
-    _check_options(rounding, float64_limit, only_enabled, skip, depth)
+    float64_limit, depth = _check_options(rounding, float64_limit, only_enabled, skip, depth)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
     plain = _tf32_plain.PlainCalls()
     with AuditMode(settings), plain, module_paths(settings, plain):
@@ -549,7 +532,7 @@ def tf32_attribution(
     """
     if not callable(block):
         raise TypeError(f"block must be callable, got {type(block).__name__}")
-    _check_options(rounding, 0, False, skip, depth)
+    _, depth = _check_options(rounding, 0, False, skip, depth)
     settings = _Settings(rounding, 0, False, skip, depth)
     emulator = _tf32_dispatch.TF32EmulationMode(
         rounding, True, True, _round_bits, lambda: True, lambda _device: False

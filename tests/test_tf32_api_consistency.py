@@ -99,3 +99,16 @@ def test_row_col_column_with_a_nan_operand_is_not_nan_and_not_ranked_first():
     assert first.shapes == ((2, 2), (2, 1))
     assert math.isfinite(second.scaled_entry_error) and second.scaled_entry_error > 0
     assert all("nan" not in row["TF32 err. (row·col)"] for row in report.rows())
+
+
+def test_addbmm_is_audited_against_its_summed_row_col_bound():
+    # addbmm sums the batch's products: its row·col scale is Σ_b ‖A_b,i,:‖‖B_b,:,j‖, an
+    # (i, j) matrix; the per-batch outer products did not broadcast against the result.
+    g = torch.Generator().manual_seed(0)
+    m, b1, b2 = (torch.randn(*s, generator=g) for s in ((5, 10), (3, 5, 4), (3, 4, 10)))
+    plain = torch.addbmm(m, b1, b2)
+    with tf32_audit() as report:
+        got = torch.addbmm(m, b1, b2)
+    assert torch.equal(got, plain)
+    (record,) = report.records
+    assert record.op == "addbmm" and 0 < record.scaled_entry_error < 1e-3

@@ -324,7 +324,10 @@ class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
             # What the op reads, before it may write over it.
             side["shapes"] = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
             if packet in _GEMMS:
-                side["scale"] = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                if packet in (_aten.addbmm, _aten.addbmm_):  # the batch's products are summed
+                    scale = ((scale[0] * scale[1]).sum(0), torch.ones((), dtype=scale[0].dtype))
+                side["scale"] = scale
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
                 # matches the current setting is the user's own result, taken afterwards

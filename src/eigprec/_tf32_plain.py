@@ -53,8 +53,10 @@ _VALUES = frozenset(
         torch.linalg.matrix_norm,
         torch.linalg.norm,
         torch.linalg.matrix_rank,
+        torch.nuclear_norm,
     }
 )
+_NORMS = frozenset({torch.norm, torch.Tensor.norm})
 # cond's other orders invert the matrix (linalg.inv: TF32 changes it on a GPU).
 _COND_SPECTRAL = (None, 2, -2)
 
@@ -68,6 +70,9 @@ def wants_plain(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
     if func is torch.linalg.cond:
         p = args[1] if len(args) > 1 else kwargs.get("p")
         if p not in _COND_SPECTRAL:
+            return False
+    elif func in _NORMS:  # torch.norm: only the nuclear norm decomposes
+        if (args[1] if len(args) > 1 else kwargs.get("p")) != "nuc":
             return False
     elif func not in _VALUES:
         return False
@@ -100,7 +105,7 @@ def vector_product(func: Any, args: tuple[Any, ...]) -> bool:
     )
 
 
-_WATCHED = frozenset({*_VALUES, torch.linalg.cond, *_VECTOR_PRODUCTS})
+_WATCHED = frozenset({*_VALUES, *_NORMS, torch.linalg.cond, *_VECTOR_PRODUCTS})
 
 
 class PlainCalls(TorchFunctionMode):

@@ -12,8 +12,9 @@ def test_every_probe_of_the_table_is_measured():
     probes = {row["probe"] for row in cov.TF32_COVERAGE if row["probe"]}
     assert probes == set(measured)
     # the emulator follows a GPU where the package has long claimed it does
-    assert measured["mm"] == measured["vecmat"] == measured["conv"] == "rounds"
-    assert measured["mv"] == "float32"
+    assert measured["mm"] == measured["conv"] == "rounds"
+    # float32 on the measured H100 and H200 (issue 34 item 3)
+    assert measured["mv"] == measured["vecmat"] == "float32"
     assert set(measured.values()) <= {"rounds", "float32", "float32, with a warning"}
     assert all(row["op"] and row["gpu"] and row["cite"] for row in cov.TF32_COVERAGE)
 

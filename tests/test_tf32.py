@@ -335,7 +335,8 @@ MATMUL_CASES = [
     ("matmul", lambda: torch.matmul(_M, _N), lambda: torch.matmul(_r(_M), _r(_N))),
     ("Tensor.matmul", lambda: _M.matmul(_N), lambda: _r(_M).matmul(_r(_N))),
     ("batched @", lambda: _B1 @ _N, lambda: _r(_B1) @ _r(_N)),
-    ("vector @ matrix", lambda: _V @ _N, lambda: _r(_V) @ _r(_N)),
+    # (vector @ matrix: float32 on the measured H100 and H200, not emulated; issue 34 item 3,
+    # tests/test_tf32_values_only.py)
     ("linalg.matmul", lambda: torch.linalg.matmul(_M, _N), lambda: _r(_M) @ _r(_N)),
     ("mm", lambda: torch.mm(_M, _N), lambda: torch.mm(_r(_M), _r(_N))),
     ("Tensor.mm", lambda: _M.mm(_N), lambda: _r(_M).mm(_r(_N))),

@@ -409,8 +409,8 @@ def test_hardware_path_flips_one_setting_and_restores_it(monkeypatch):
     original = mode._gpu_tf32
 
     @contextlib.contextmanager
-    def recording(kind, on):
-        with original(kind, on):
+    def recording(kind, on, *rest):
+        with original(kind, on, *rest):
             matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
             flips.append((kind, on, matmul.fp32_precision, conv.fp32_precision))
             yield

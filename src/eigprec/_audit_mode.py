@@ -10,7 +10,6 @@ hands the two error measures to a per-site accumulator.
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import threading
 from collections.abc import Iterator
@@ -22,8 +21,9 @@ from torch._C import _len_torch_dispatch_stack
 from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from eigprec import _tf32_opaque
+from eigprec import _context, _tf32_opaque, _tf32_plain
 from eigprec import precision as _precision
+from eigprec._audit_measures import _errors, _row_column_scale, _worse
 from eigprec._onednn import ieee_cpu as _ieee_cpu
 from eigprec._recent_calls import RecentCalls
 from eigprec._tf32_dispatch import CONVS as _CONVS
@@ -56,12 +56,9 @@ _NOT_SEEN: dict[Any, str] = {
     ),
 }
 
-# Entries of the reference smaller than this fraction of its largest magnitude are measured
-# against the fraction instead: float32 (unit roundoff 2**-24) cannot resolve them at the
-# result's scale, so their own relative error means nothing.
-ENTRY_FLOOR = 2.0**-24
 
-_THIS_FILE = __file__
+# This package's plumbing between the user's frame and the product (never "your code").
+_PLUMBING = frozenset({__file__, _tf32_plain.__file__})
 
 # How many forward calls the audit remembers for attributing their backward products: a
 # training loop must not grow it by one entry per product for the whole block. A backward
@@ -100,6 +97,9 @@ class _Settings:
     skip: tuple[str, ...]
     depth: int
     sites: dict[tuple, _Site] = field(default_factory=dict)
+    # (thread id, asyncio task) that opened the audit: autograd's worker threads, the only
+    # other threads whose products reach the mode, act on its behalf (it waits for them)
+    owner: tuple = field(default_factory=_context.owner)
     # autograd sequence number of a forward node -> (frames, module path) of the forward call
     forward_frames: RecentCalls = field(default_factory=lambda: RecentCalls(FORWARD_FRAMES_LIMIT))
     # paths of the nn.Modules running now in the audited thread, innermost last
@@ -130,7 +130,7 @@ def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str]
     while frame is not None and len(found) < depth:
         code = frame.f_code
         module = frame.f_globals.get("__name__", "")
-        if code.co_filename != _THIS_FILE and not _skipped(module, skip):
+        if code.co_filename not in _PLUMBING and not _skipped(module, skip):
             found.append((code.co_filename, frame.f_lineno, code.co_name))
         frame = frame.f_back
     return tuple(found)
@@ -155,20 +155,15 @@ def _tf32_setting(kind: str) -> bool:
     return precision == "tf32"
 
 
-@contextlib.contextmanager
-def _gpu_tf32(kind: str, on: bool) -> Iterator[None]:
-    # Flip the one setting the GPU library reads for this kind of product, then restore it.
+def _gpu_tf32(kind: str, on: bool, me: Any = None) -> contextlib.AbstractContextManager:
+    # Flip the one setting the GPU library reads for this kind of product, then restore it
+    # exactly ('none' included), under the precision protocol: other threads' blocks wait.
     owner: Any = torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
     attr, value = "allow_tf32", on
     new = owner if kind == "matmul" else getattr(owner, "conv", None)
     if hasattr(new, "fp32_precision"):
         owner, attr, value = new, "fp32_precision", "tf32" if on else "ieee"
-    old = getattr(owner, attr)
-    setattr(owner, attr, value)
-    try:
-        yield
-    finally:
-        setattr(owner, attr, old)
+    return _precision._switched(owner, attr, value, me)
 
 
 def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
@@ -183,90 +178,6 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
     return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
 
 
-def _errors(
-    tf32: torch.Tensor,
-    ref: torch.Tensor,
-    fp32: torch.Tensor | None,
-    fp32_out: torch.Tensor,
-    scale: tuple[torch.Tensor, torch.Tensor] | None = None,
-    scaled: list | None = None,
-) -> tuple[float, float, float | None, bool]:
-    # Norm-wise and worst-entry error of `tf32` against `ref`, plus float32's norm-wise
-    # error when `ref` is float64, and whether TF32 gave inf/NaN where float32 (`fp32_out`)
-    # did not. Few passes over the data: this runs for every product.
-    diff = torch.sub(tf32, ref)  # mixed float32/float64 promotes in the loop, no copy
-    size, dist = _norm(ref), _norm(diff)
-    if not (math.isfinite(size) and math.isfinite(dist)):
-        # TF32 overflowed (its operands round up to 2**128) where float32 did not: that
-        # is an infinite error, not one to leave out.
-        if bool((~torch.isfinite(tf32) & torch.isfinite(fp32_out)).any()):
-            return math.inf, math.inf, _fp32_error(fp32, ref), True
-        # Leave out the non-finite entries (of either result) and measure the rest.
-        finite = torch.isfinite(ref) & torch.isfinite(tf32)
-        ref = torch.where(finite, ref, 0.0)
-        diff = torch.where(finite, diff, 0.0)
-        if fp32 is not None:
-            fp32 = torch.where(finite, fp32, ref)
-        size, dist = _norm(ref), _norm(diff)
-    norm_error = _ratio(dist, size)
-    entry_error = 0.0
-    if ref.numel():
-        magnitude = ref.abs()
-        floor = max(ENTRY_FLOOR * float(magnitude.max()), torch.finfo(ref.dtype).tiny)
-        diff.abs_()
-        # Both quotients land in buffers already held (magnitude's, then diff's): no
-        # allocation of another m×n tensor, which on a large product costs as much as a pass.
-        magnitude.clamp_min_(floor)
-        entry_error = float(torch.div(diff, magnitude, out=magnitude).max())
-        if scale is not None:  # (see _row_column_scale)
-            scaled[0] = float(diff.div_(scale[0]).div_(scale[1]).max())
-    fp32_error = None
-    if fp32 is not None:
-        fp32_error = _ratio(_norm(torch.sub(fp32, ref)), size)
-    return norm_error, entry_error, fp32_error, False
-
-
-def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # (‖A_i,:‖₂, ‖B_:,j‖₂), whose product is the largest value entry (i, j) of AB could take
-    # (Cauchy-Schwarz): an entry's error against it does not alarm on entries near zero by
-    # cancellation. Kept as two vectors (the m×n outer product would cost a pass and a copy).
-    tiny = torch.finfo(torch.float32).tiny
-    return _axis_norm(a, -1).clamp_min_(tiny), _axis_norm(b, -2).clamp_min_(tiny)
-
-
-def _axis_norm(x: torch.Tensor, dim: int) -> torch.Tensor:
-    # torch's norm kernel is ~10x slower along a strided axis (the columns of a row-major
-    # matrix), a third of the audit's cost on a large GEMM; a sum of squares is not.
-    # (Neither rescales: data beyond ~1e19 overflows to an infinite scale in both.)
-    # keepdim: the norms broadcast against the product as they are (no unsqueeze op).
-    if x.stride(dim) == 1:
-        return torch.linalg.vector_norm(x, dim=dim, keepdim=True)
-    return x.square().sum(dim, keepdim=True).sqrt_()
-
-
-def _fp32_error(fp32: torch.Tensor | None, ref: torch.Tensor) -> float | None:
-    if fp32 is None:
-        return None
-    finite = torch.isfinite(ref) & torch.isfinite(fp32)
-    ref = torch.where(finite, ref, 0.0)
-    return _ratio(_norm(torch.where(finite, fp32, 0.0) - ref), _norm(ref))
-
-
-def _norm(x: torch.Tensor) -> float:
-    # torch's Frobenius norm squares without scaling, so float32 data beyond ~1e±18 would
-    # overflow or underflow; such (rare) tensors take the slower float64 reduction.
-    value = float(torch.linalg.vector_norm(x))
-    if x.dtype == torch.float64 or 1e-15 < value < 1e15 or (value == 0.0 and not x.any()):
-        return value
-    return float(torch.linalg.vector_norm(x, dtype=torch.float64))
-
-
-def _ratio(num: float, den: float) -> float:
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
-
-
 def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
     # (output index, label suffix) to measure; convolution_backward's bias gradient is a
     # sum, not a product, and a gradient not asked for comes back as None.
@@ -276,7 +187,7 @@ def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
     return [(0, "")]
 
 
-class AuditMode(TorchDispatchMode):
+class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
     """Runs each op as given; measures float32 GEMMs and convolutions on the side."""
 
     def __init__(self, settings: _Settings) -> None:
@@ -298,6 +209,8 @@ class AuditMode(TorchDispatchMode):
             if packet is _aten._euclidean_dist:  # rebuilt bit for bit: its GEMM is audited
                 with self:
                     return _tf32_opaque.euclidean_dist(*args, **kwargs)
+            if not _tf32_opaque.tf32_applies(packet, args):
+                return func(*args, **kwargs)
             with self.settings.lock:
                 entry = self.settings.not_covered.setdefault(
                     packet.__name__, [0, _NOT_SEEN[packet]]
@@ -314,12 +227,30 @@ class AuditMode(TorchDispatchMode):
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             # (torch runs some derivative formulas with TF32 off: no TF32 there to measure)
             return func(*args, **kwargs)
+        if not has_real_tf32(args[operands[0]].device):
+            return self._audit(func, packet, args, kwargs, operands, None)
+        # A TF32 GPU: the side product flips a process-wide switch. Hold the precision alone
+        # from reading the setting to the user's own product, so that both run at the setting
+        # read and no other thread's block runs while it is flipped.
+        me = self.settings.owner if _context.owner()[0] != self.settings.owner[0] else None
+        with _precision._exclusive(me):
+            return self._audit(func, packet, args, kwargs, operands, me)
+
+    def _audit(
+        self,
+        func: Any,
+        packet: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        operands: tuple[int, ...],
+        me: Any,
+    ) -> Any:
         kind = "conv" if packet in _CONVS else "matmul"
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
         frames, phase, module = self._where(args, operands)
-        side = self._side_results(packet, args, kwargs, operands, kind, enabled)
+        side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
         out = func(*args, **kwargs)
         self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
         return out
@@ -330,7 +261,8 @@ class AuditMode(TorchDispatchMode):
     def _wanted(args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
         mats = [args[i] for i in operands if i < len(args)]
         return (
-            len(mats) == len(operands)
+            not _tf32_plain.IN_VECTOR_PRODUCT.get()  # vector @ matrix: float32 on a GPU
+            and len(mats) == len(operands)
             and all(
                 isinstance(m, torch.Tensor)
                 and m.dtype == torch.float32
@@ -372,6 +304,7 @@ class AuditMode(TorchDispatchMode):
         operands: tuple[int, ...],
         kind: str,
         enabled: bool,
+        me: Any = None,
     ) -> dict[str, Any]:
         # Computed before the user's op so that in-place forms still see their inputs.
         s = self.settings
@@ -381,14 +314,27 @@ class AuditMode(TorchDispatchMode):
         side: dict[str, Any] = {}
         # Decided before the modes are disabled and the CPU pinned to IEEE (inside those
         # both tests are always false): an outer mode (the emulator, say) or oneDNN's
-        # reduced precision changes the user's result, so float32 comes from a clean run.
-        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind)
+        # reduced precision changes the user's result, so float32 comes from a clean run;
+        # so does an op that writes over its own operand (out=, in place), whose result is
+        # then not the product of the operands as they were.
+        aliased = _overwrites_operand(packet, args, kwargs, operands)
+        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind) or aliased
         with _modes_off():
+            # What the op reads, before it may write over it.
+            side["shapes"] = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+            if packet in _GEMMS:
+                scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                if packet in (_aten.addbmm, _aten.addbmm_):  # the batch's products are summed
+                    scale = ((scale[0] * scale[1]).sum(0), torch.ones((), dtype=scale[0].dtype))
+                side["scale"] = scale
             if has_real_tf32(device):
                 # The op as cuBLAS/cuDNN runs it in TF32 and at full float32; the one that
-                # matches the current setting is the user's own result, taken afterwards.
-                with _gpu_tf32(kind, not enabled):
+                # matches the current setting is the user's own result, taken afterwards
+                # (unless the op overwrites an operand: then it is run here too).
+                with _gpu_tf32(kind, not enabled, me):
                     side["tf32" if not enabled else "fp32"] = fn(*args, **kw)
+                if aliased:
+                    side["fp32" if not enabled else "tf32"] = fn(*args, **kw)
             else:
                 rounded = tuple(
                     _round_bits(a.detach(), s.rounding) if i in operands else a
@@ -427,14 +373,12 @@ class AuditMode(TorchDispatchMode):
             fp32 = side.get("fp32", out)
             fp64 = side.get("fp64")
             name = packet.__name__
-            shapes = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+            shapes = side["shapes"]
             for j, suffix in _measured_outputs(out, packet):
                 tf32_j = _pick(side["tf32"], packet, j)
                 fp32_j = _pick(fp32, packet, j)
                 ref = _pick(fp64, packet, j) if fp64 is not None else fp32_j
-                scale = None
-                if packet in _GEMMS:
-                    scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scale = side.get("scale")
                 scaled: list = [None]
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
                     tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
@@ -469,8 +413,21 @@ class AuditMode(TorchDispatchMode):
                 )
 
 
-def _worse(a: float, b: float) -> float:
-    return b if b != b or b > a else a  # NaN counts as worst
+def _overwrites_operand(
+    packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any], operands: tuple[int, ...]
+) -> bool:
+    # Whether the op writes (out=, or in place into its first argument) over the memory of
+    # one of the operands it multiplies.
+    written = kwargs.get("out")
+    if written is None and packet.__name__.endswith("_"):
+        written = args[0]
+    if not isinstance(written, torch.Tensor):
+        return False
+    storage = written.untyped_storage().data_ptr()
+    return any(
+        isinstance(args[i], torch.Tensor) and args[i].untyped_storage().data_ptr() == storage
+        for i in operands
+    )
 
 
 def _cpu_reduced(device: torch.device, kind: str) -> bool:
@@ -535,20 +492,37 @@ class AttributionMode(AuditMode):
         return func(*args, **kwargs)
 
 
+# Modules whose forward takes torch's fused fast path only when no torch-function mode is
+# active (torch.overrides.has_torch_function): the audit's function mode steps aside there.
+_FASTPATH_MODULES = (
+    torch.nn.MultiheadAttention,
+    torch.nn.TransformerEncoderLayer,
+    torch.nn.TransformerEncoder,
+)
+
+
 @contextlib.contextmanager
-def module_paths(settings: _Settings) -> Iterator[None]:
+def module_paths(settings: _Settings, plain: Any = None) -> Iterator[None]:
     """Keep ``settings.modules`` = the paths of the nn.Modules running in this thread.
 
     Global forward hooks (``torch.nn.modules.module.register_module_forward_pre_hook``)
     push a module's path relative to the outermost module called (``encoder.layers.0
-    .linear1``; the outermost one is named by its class) and pop it when it returns.
+    .linear1``; the outermost one is named by its class) and pop it when it returns. While
+    a transformer module runs, the function mode ``plain`` (when given, and on top of the
+    stack) is taken off, so that torch takes the same fast path as without the audit.
     """
     owner = threading.get_ident()
     names: dict[int, str] = {}
+    suspended: list[torch.nn.Module] = []
 
     def pre(module: torch.nn.Module, _args: Any) -> None:
         if threading.get_ident() != owner:
             return
+        if plain is not None and isinstance(module, _FASTPATH_MODULES):
+            depth = torch._C._len_torch_function_stack()
+            if depth and torch._C._get_function_stack_at(depth - 1) is plain:
+                torch._C._pop_torch_function_stack()
+                suspended.append(module)
         if not settings.modules:
             names.clear()
             names.update((id(m), n) for n, m in module.named_modules() if n)
@@ -556,9 +530,14 @@ def module_paths(settings: _Settings) -> Iterator[None]:
             return
         settings.modules.append(names.get(id(module), type(module).__name__))
 
-    def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if threading.get_ident() == owner and settings.modules:
+    def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if threading.get_ident() != owner:
+            return
+        if settings.modules:
             settings.modules.pop()
+        if suspended and suspended[-1] is module:
+            suspended.pop()
+            torch._C._push_on_torch_function_stack(plain)
 
     from torch.nn.modules import module as _module
 

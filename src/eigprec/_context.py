@@ -1,7 +1,9 @@
 """Context managers whose objects can be entered more than once (private).
 
-``contextlib.contextmanager`` gives one-shot objects: ``cm = matmul_precision("high")``
-entered a second time fails with an ``AttributeError`` from inside the standard library.
+Like ``contextlib.contextmanager``'s objects, they also decorate a function (each call then
+runs inside a block). ``contextlib.contextmanager`` gives one-shot objects:
+``cm = matmul_precision("high")`` entered a second time fails with an ``AttributeError``
+from inside the standard library.
 :func:`reusable` runs the generator afresh on every ``with``, so one object may be
 entered again, nested, and used from several threads and asyncio tasks. Its arguments are
 checked when the object is made (the signature is bound, and an optional ``check`` runs),
@@ -43,6 +45,15 @@ class _Reusable(contextlib.AbstractContextManager):
         self._name = name
         self._lock = threading.Lock()
         self._stacks: dict[tuple[int, Hashable | None], list] = {}  # owner -> entered blocks
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        # As contextlib's context managers do: decorating runs each call inside a block.
+        @functools.wraps(func)
+        def inside(*args: P.args, **kwargs: P.kwargs) -> T:
+            with self:
+                return func(*args, **kwargs)
+
+        return inside
 
     def __enter__(self) -> Any:
         cm = self._factory()

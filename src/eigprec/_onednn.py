@@ -6,30 +6,11 @@ products they run on the CPU.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from . import precision
 
 __all__ = ["ieee_cpu"]
-
-# Per oneDNN op ("matmul", "conv"): its switch and the three settings its effective
-# precision is read from (ATen's Context::float32Precision), or None where this torch has no
-# such switch. Looked up once: only the values are read at every product.
-_MKLDNN: dict[str, tuple[Any, tuple[Any, ...]] | None] = {}
-
-
-def _mkldnn_switches(op: str) -> tuple[Any, tuple[Any, ...]] | None:
-    if op not in _MKLDNN:
-        mkldnn = torch.backends.mkldnn
-        switch = getattr(mkldnn, op, None)
-        _MKLDNN[op] = (
-            (switch, (switch, mkldnn, torch.backends))
-            if hasattr(switch, "fp32_precision")
-            else None
-        )
-    return _MKLDNN[op]
 
 
 class ieee_cpu:  # lower case: used as a function is, `with ieee_cpu(x, "matmul"):`
@@ -37,48 +18,33 @@ class ieee_cpu:  # lower case: used as a function is, `with ieee_cpu(x, "matmul"
 
     At 'medium' (or 'high' on CPUs with reduced-precision units) oneDNN may run the
     float32 product in bf16/tf32; the emulation promises float32 accumulation, so pin it.
-    The setting is process-wide: the precision lock is held meanwhile, so that other
-    threads' matmul_precision blocks neither snapshot nor restore it. A class rather than a
+    The setting is process-wide: the pin is counted (concurrent products share it, the last
+    one puts the setting back) and only switching it takes the precision lock, not the
+    product; meanwhile :mod:`eigprec.precision` reads and writes the setting through the pin
+    (:func:`eigprec.precision.current_matmul_precision` answers as set, other threads'
+    blocks snapshot and restore what was set). Other threads' oneDNN products run at IEEE
+    while a pin is in force, more precise than their setting allows. A class rather than a
     generator context manager: it runs once per product, and this is the cheaper form.
     """
 
-    __slots__ = ("_old", "_switches")
+    __slots__ = ("_path",)
 
     def __init__(self, operand: torch.Tensor, op: str) -> None:
-        self._switches = _mkldnn_switches(op) if operand.device.type == "cpu" else None
-        self._old: str | None = None
+        self._path: tuple[str, ...] | None = None
+        if operand.device.type == "cpu" and op not in _ABSENT:
+            if hasattr(getattr(torch.backends.mkldnn, op, None), "fp32_precision"):
+                self._path = ("mkldnn", op, "fp32_precision")
+            else:
+                _ABSENT.add(op)
 
     def __enter__(self) -> None:
-        if self._switches is None:
-            return
-        switch, chain = self._switches
-        precision._LOCK.acquire()
-        try:
-            for setting in chain:  # the effective precision: "none" inherits
-                value = setting.fp32_precision
-                if value != "none":
-                    break
-            else:
-                value = "ieee"
-            if value != "ieee":
-                self._old = switch.fp32_precision
-                switch.fp32_precision = "ieee"
-        except BaseException:
-            precision._LOCK.release()
-            raise
+        if self._path is not None and not precision._pin_ieee(self._path):
+            self._path = None  # already IEEE: nothing to put back
 
     def __exit__(self, *exc: object) -> None:
-        if self._switches is None:
-            return
-        try:
-            if self._old is not None:
-                # Torch's getter answers with the inherited value where the op's own
-                # setting is "none", so the value read before cannot say which it was.
-                # Restore as precision._restore does: inherit first, and set the value
-                # explicitly only where inheriting does not give it back.
-                switch = self._switches[0]
-                switch.fp32_precision = "none"
-                if switch.fp32_precision != self._old:
-                    switch.fp32_precision = self._old
-        finally:
-            precision._LOCK.release()
+        if self._path is not None:
+            precision._unpin(self._path)
+
+
+# oneDNN ops without an fp32_precision switch in this torch (nothing to pin).
+_ABSENT: set[str] = set()

@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_leaves
 
-from . import _tf32_opaque
+from . import _tf32_opaque, _tf32_plain
 from . import precision as _precision
 from ._onednn import ieee_cpu as _ieee_cpu
 
@@ -282,7 +282,7 @@ def run_composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     return func._op_dk(_CIA, *args, **kwargs)
 
 
-class TF32EmulationMode(TorchDispatchMode):
+class TF32EmulationMode(_tf32_plain.TF32Mode, TorchDispatchMode):
     """Round the operands of float32 GEMMs and convolutions as a TF32 GPU would."""
 
     def __init__(
@@ -321,7 +321,7 @@ class TF32EmulationMode(TorchDispatchMode):
             if packet in _tf32_opaque.DECOMPOSABLE and self._rebuild(args):
                 with self:  # its visible pieces (one GEMM or einsum) come back here
                     return _tf32_opaque.DECOMPOSABLE[packet](*args, **kwargs)
-            if packet in _tf32_opaque.OPAQUE:
+            if packet in _tf32_opaque.OPAQUE and _tf32_opaque.tf32_applies(packet, args):
                 self._not_covered(packet)
             if composite(func):  # (inference mode, or inside a rebuild: autograd skipped)
                 with self:  # re-enter so that the pieces come back here
@@ -392,6 +392,8 @@ class TF32EmulationMode(TorchDispatchMode):
             wanted = self.convolutions
             if wanted is None:
                 wanted = tf32_conv_enabled()
+        elif _tf32_plain.IN_VECTOR_PRODUCT.get():  # vector @ matrix: float32 on a GPU
+            return False
         elif _IN_RNN.get():  # cuDNN runs RNNs under its own switch, not cuBLAS's
             wanted = tf32_rnn_enabled()
         else:
@@ -456,20 +458,33 @@ def saved_tensor_hooks(mode: TF32EmulationMode) -> tuple[Callable, Callable]:
 
     Custom ``autograd.Function``\ s (reentrant checkpointing among them) run their forward
     with grad disabled, so :class:`GraphMarker` cannot tag their nodes; but whatever they
-    save for backward is packed inside the block and unpacked by their backward. A tensor
-    saved after the block emulated a product warns when unpacked outside the block.
+    save for backward is packed inside the block (after their forward, outside any torch
+    call) and unpacked by their backward. Such a tensor, saved after the block emulated a
+    product, warns when unpacked outside the block. A tensor saved by a torch call itself
+    (``sigmoid`` saving its output) warns only if that call emulated a product: the nodes
+    of products are tagged by :class:`GraphMarker`, and a graph without one has nothing
+    emulated to lose.
     """
 
-    def pack(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        return t, mode.forward_products > 0
+    def pack(t: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        call = _CALL.get()
+        return t, (mode.forward_products > 0) if call is None else (call, mode)
 
-    def unpack(packed: tuple[torch.Tensor, bool]) -> torch.Tensor:
+    def unpack(packed: tuple[torch.Tensor, Any]) -> torch.Tensor:
         t, marked = packed
+        if isinstance(marked, tuple):  # saved by a torch call: did it emulate a product?
+            call, _ = marked
+            marked = (call[1] if len(call) > 1 else mode.forward_products) != call[0]
         if marked:
             _check_backward(None)
         return t
 
     return pack, unpack
+
+
+# The torch call GraphMarker is running in this context: [forward products at its start,
+# and at its end once it returned].
+_CALL: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("_tf32_call", default=None)
 
 
 class GraphMarker(TorchFunctionMode):
@@ -492,6 +507,23 @@ class GraphMarker(TorchFunctionMode):
     ) -> Any:
         before = self.mode.graph_products
         kwargs = kwargs or {}
+        call = [self.mode.forward_products]  # [at the start, at the end]: see the pack hook
+        token = _CALL.set(call)
+        try:
+            return self._call(func, args, kwargs, before)
+        finally:
+            call.append(self.mode.forward_products)
+            _CALL.reset(token)
+
+    def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], before: int) -> Any:
+        if _tf32_plain.wants_plain(func, args, kwargs):  # values-only: as without the modes
+            return _tf32_plain.run_plain(func, args, kwargs)
+        if _tf32_plain.vector_product(func, args):  # float32 on a GPU: nothing to round
+            token = _tf32_plain.IN_VECTOR_PRODUCT.set(True)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _tf32_plain.IN_VECTOR_PRODUCT.reset(token)
         if func in _RNN_FUNCS:
             token = _IN_RNN.set(True)
             try:
@@ -514,23 +546,22 @@ class GraphMarker(TorchFunctionMode):
 
     def _rnn(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # On the CPU torch.lstm runs oneDNN's fused kernel (aten.mkldnn_rnn_layer), out of
-        # the dispatcher's sight. Where TF32 would apply, run it with oneDNN off: ATen then
-        # takes its native cell loop (linear/addmm per step, visible and emulated, equal to
-        # oneDNN's result to float32 rounding). The switch is process-wide: the precision
-        # lock keeps other threads' matmul_precision blocks out meanwhile.
+        # the dispatcher's sight. Where TF32 would apply, run ATen's native cell loop instead,
+        # rebuilt from visible pieces (bit for bit the loop torch runs with oneDNN off):
+        # switching oneDNN off would be process-wide, seen by every thread, and lost to or
+        # losing a concurrent torch.backends.mkldnn.flags block. Packed input already takes
+        # the native loop; any other call form reaches oneDNN and is named as not covered.
         x = args[0] if args else None
-        if not (
+        if (
             func is torch.lstm
+            and not kwargs
+            and len(args) == 9
+            and not isinstance(args[1], torch.Tensor)  # (packed: batch_sizes)
             and isinstance(x, torch.Tensor)
             and x.dtype == torch.float32
             and x.device.type == "cpu"
             and torch._C._get_mkldnn_enabled()
             and self.mode._wants((x, x), (0, 1), False)
         ):
-            return func(*args, **kwargs)
-        with _precision._LOCK:
-            torch._C._set_mkldnn_enabled(False)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                torch._C._set_mkldnn_enabled(True)
+            return _tf32_opaque.lstm_native(*args)
+        return func(*args, **kwargs)

@@ -24,7 +24,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["DECOMPOSABLE", "OPAQUE", "euclidean_dist", "trilinear"]
+__all__ = [
+    "DECOMPOSABLE",
+    "OPAQUE",
+    "SOLVES",
+    "SOLVE_EFFECT",
+    "euclidean_dist",
+    "lstm_native",
+    "tf32_applies",
+    "trilinear",
+]
 
 _aten = torch.ops.aten
 
@@ -43,6 +52,19 @@ _ATTENTION = (
 _RNN = (
     "fused RNN (oneDNN on the CPU): on a GPU cuDNN runs it in TF32 when "
     "torch.backends.cudnn.rnn.fp32_precision is 'tf32' (the default); here it runs in float32"
+)
+
+
+# Measured on an H200 (issue 34): TF32 switch off vs on, each setting repeatable bit for bit.
+SOLVE_EFFECT = (
+    "measured on an H200: relative change ~1e-4 (solve 9.9e-5, inv 8.9e-5, "
+    "solve_triangular 7.0e-5, lu_solve 9.9e-5)"
+)
+_SOLVES = (
+    "a solve, inverse or LU factorisation: LAPACK here; on a TF32 GPU a blocked algorithm whose "
+    f"GEMM updates follow the matmul TF32 switch, {SOLVE_EFFECT}; cholesky, cholesky_solve, qr, "
+    "lstsq, eigvalsh and svdvals did not change. Put matmul_precision('highest') around GPU "
+    "solves and inverses"
 )
 
 
@@ -75,7 +97,34 @@ OPAQUE: dict[Any, str] = {
         ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward", "_cudnn_rnn", "_cudnn_rnn_backward"),
         _RNN,
     ),
+    **_ops(
+        (
+            "_linalg_solve_ex",
+            "linalg_inv_ex",
+            "linalg_solve_triangular",
+            "triangular_solve",
+            "linalg_lu_solve",
+            "linalg_lu_factor_ex",
+            "linalg_lu",
+        ),
+        _SOLVES,
+    ),
 }
+
+# The solves above change under TF32 only for float32 (and complex64) operands, and not
+# inside the derivative formulas torch runs under NoTF32Guard.
+SOLVES = frozenset(op for op, note in OPAQUE.items() if note is _SOLVES)
+
+
+def tf32_applies(packet: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a TF32 GPU would run this opaque operator's products in TF32 (dtype-wise)."""
+    if packet not in SOLVES:
+        return True
+    if torch._C._current_autograd_node() is not None:  # (backward: NoTF32Guard formulas)
+        return False
+    return any(
+        isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.complex64) for a in args
+    )
 
 
 def euclidean_dist(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -121,3 +170,62 @@ def trilinear(
 
 # packet -> its visible rebuild (emulated when TF32 applies to its float32 inputs)
 DECOMPOSABLE: dict[Any, Any] = {_aten._euclidean_dist: euclidean_dist, _aten._trilinear: trilinear}
+
+
+def lstm_native(
+    x: torch.Tensor,
+    hx: Any,
+    params: Any,
+    has_biases: bool,
+    num_layers: int,
+    dropout: float,
+    train: bool,
+    bidirectional: bool,
+    batch_first: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.lstm`` (unpacked input) as ATen's native CPU loop runs it, from visible pieces.
+
+    On the CPU torch runs a float32 LSTM in oneDNN's fused kernel unless oneDNN is switched
+    off process-wide; this is the loop it runs then (``aten/src/ATen/native/RNN.cpp``:
+    ``FullLayer``/``FullBidirectionalLayer`` with the input products of the whole sequence
+    computed first, ``LSTMCell``, ``apply_layer_stack``), operation for operation, so that
+    its GEMMs reach the dispatch modes without touching any process-wide switch. Bit for
+    bit the native result (``tests/test_tf32_threads.py`` checks it); differentiable.
+    """
+    dirs = 2 if bidirectional else 1
+    per = len(params) // (num_layers * dirs)
+    h0, c0 = hx
+    layer_input = x.transpose(0, 1) if batch_first else x
+    hs, cs = [], []
+    for layer in range(num_layers):
+        outputs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            w = params[k * per : (k + 1) * per]
+            w_ih, w_hh = w[0], w[1]
+            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            w_hr = w[4 if has_biases else 2] if len(w) > (4 if has_biases else 2) else None
+            steps = list(torch.nn.functional.linear(layer_input, w_ih, b_ih).unbind(0))
+            if d == 1:
+                steps.reverse()
+            h, c = h0[k], c0[k]
+            out = []
+            for step in steps:
+                gates = torch.nn.functional.linear(h, w_hh, b_hh).add_(step)
+                i, f, g, o = gates.unsafe_chunk(4, 1)
+                i, f, g, o = i.sigmoid_(), f.sigmoid_(), g.tanh_(), o.sigmoid_()
+                c = (f * c).add_(i * g)
+                h = o * c.tanh()
+                if w_hr is not None:
+                    h = torch.matmul(h, w_hr.t())
+                out.append(h)
+            if d == 1:
+                out.reverse()
+            outputs.append(torch.stack(out, 0))
+            hs.append(h)
+            cs.append(c)
+        layer_input = outputs[0] if dirs == 1 else torch.cat(outputs, outputs[0].dim() - 1)
+        if dropout != 0 and train and layer < num_layers - 1:
+            layer_input = torch.dropout(layer_input, dropout, train)
+    output = layer_input.transpose(0, 1) if batch_first else layer_input
+    return output, torch.stack(hs, 0), torch.stack(cs, 0)

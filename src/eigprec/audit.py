@@ -8,7 +8,10 @@ on the side, with TF32 operands and against a reference. Each call site of your 
 (file and line of the innermost frame outside ``torch`` and ``eigprec``) gets one
 :class:`AuditRecord` per operator and operand shapes: how often it ran and the worst TF32
 error it showed. Matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``) are
-not audited: PyTorch runs them without TF32.
+not audited: PyTorch runs them without TF32; nor are ``vector @ matrix`` and ``F.linear`` of a
+1-D input, one-row GEMMs that the measured H100 and H200 ran in float32 at 'high'.
+Eigenvalues and singular values without vectors (``eigvalsh``, ``svdvals``...), which a
+dispatch mode would send down ATen's vector path, run exactly as without the audit.
 
 How the TF32 result is obtained:
 
@@ -16,7 +19,11 @@ How the TF32 result is obtained:
   :func:`eigprec.tf32.round_tf32` (``rounding="rna"``, as Ampere's cuBLAS) and the product
   is accumulated in float32, which is exactly what a TF32 tensor core computes;
 * on a TF32 GPU: the product as cuBLAS/cuDNN runs it with TF32 on, and at full float32
-  ('highest'); whichever matches the current setting is your own result.
+  ('highest'); whichever matches the current setting is your own result. The other one
+  needs the process-wide switch flipped: each audited product then holds the precision
+  alone, as a :func:`~eigprec.matmul_precision` block of its own would (other threads'
+  blocks wait until it is done, and it waits for theirs), and the switch is restored
+  exactly (``'none'`` included).
 
 The reference is the product in float64 when it costs at most ``float64_limit``
 multiply-adds, else the float32 product (accurate enough to measure TF32's error, which is
@@ -43,13 +50,14 @@ up to 2**128) is flagged: both errors read ``inf`` and ``tf32_nonfinite`` counts
 Products inside the derivative formulas torch runs with TF32 off (``at::NoTF32Guard``: the
 backwards of ``eigh``, ``svd``, ``cholesky``, ``pinv``, ``qr``, ``det``, ``solve``, ``lu``,
 triangular and Cholesky solves...) are not reported: a TF32 GPU runs them in float32. (The
-forward-mode formulas guarded the same way are still reported: marking their calls takes a
-function mode, whose presence alone makes torch skip the transformer fast path and so would
-change the code audited; :func:`~eigprec.emulate_tf32` does mark them.) ``cdist``'s
+forward-mode formulas guarded the same way are still reported; :func:`~eigprec.emulate_tf32`
+marks them. The audit's own function mode steps aside while a transformer module runs, whose
+fast path torch takes only without one.) ``cdist``'s
 matrix-product path is rebuilt bit for bit and audited. Operators whose own kernel
 multiplies out of the dispatcher's sight -- fused attention (forward and backward), the
 fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
-``_trilinear`` (``nn.Bilinear``) -- are *run but not covered*:
+``_trilinear`` (``nn.Bilinear``), float32 solves, inverses and LU factorisations (on a GPU
+blocked algorithms with TF32 GEMM updates: ~1e-4 on an H200) -- are *run but not covered*:
 :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does for it, and so do the
 tables. Not seen at all: products inside ``torch.compile``d code (Inductor's Triton kernels
 choose their own TF32 behaviour); products in threads other than the one that opened the
@@ -82,9 +90,12 @@ from typing import Any
 
 import torch
 
-from eigprec import _tf32_dispatch
+from eigprec import _tf32_dispatch, _tf32_plain
 from eigprec._args import check_int
-from eigprec._audit_mode import ENTRY_FLOOR, AttributionMode, AuditMode, _Settings, module_paths
+from eigprec._attribution_outputs import _change, _check_same, _equal_nan, _outputs
+from eigprec._audit_args import _check_audit_args, _check_options
+from eigprec._audit_measures import ENTRY_FLOOR
+from eigprec._audit_mode import AttributionMode, AuditMode, _Settings, module_paths
 from eigprec._audit_rows import record_rows
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
@@ -331,25 +342,7 @@ def _key(x: float) -> float:
     return math.inf if math.isnan(x) else x
 
 
-def _check_options(
-    rounding: Any, float64_limit: Any, only_enabled: Any, skip: Any, depth: Any
-) -> None:
-    _check_rounding(rounding)
-    if isinstance(float64_limit, bool) or not isinstance(float64_limit, int):
-        raise TypeError(f"float64_limit must be an int, got {type(float64_limit).__name__}")
-    if float64_limit < 0:
-        raise ValueError(f"float64_limit must be >= 0, got {float64_limit}")
-    if not isinstance(only_enabled, bool):
-        raise TypeError(f"only_enabled must be a bool, got {type(only_enabled).__name__}")
-    if not isinstance(skip, tuple) or not all(isinstance(s, str) and s for s in skip):
-        raise TypeError(f"skip must be a tuple of non-empty module names, got {skip!r}")
-    if isinstance(depth, bool) or not isinstance(depth, int):
-        raise TypeError(f"depth must be an int, got {type(depth).__name__}")
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
-
-
-@reusable
+@reusable(check=_check_audit_args)
 def tf32_audit(
     *,
     rounding: str | None = None,
@@ -388,7 +381,8 @@ def tf32_audit(
     Raises:
         ValueError: for an unknown ``rounding``, a negative ``float64_limit`` or a
             ``depth`` below 1.
-        TypeError: for arguments of the wrong type.
+        TypeError: for arguments of the wrong type (NumPy integers count as ints, bools
+            do not). Both are raised where ``tf32_audit(...)`` is called.
 
     Example:
         >>> import torch
@@ -399,10 +393,11 @@ def tf32_audit(
         >>> c.flatten().tolist(), [(r.op, r.calls, r.norm_error) for r in report.records]
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
-    _check_options(rounding, float64_limit, only_enabled, skip, depth)
+    float64_limit, depth = _check_options(rounding, float64_limit, only_enabled, skip, depth)
     rounding = _check_rounding(rounding)
     settings = _Settings(rounding, float64_limit, only_enabled, skip, depth)
-    with AuditMode(settings), module_paths(settings):
+    plain = _tf32_plain.PlainCalls()
+    with AuditMode(settings), plain, module_paths(settings, plain):
         yield AuditReport(settings)
 
 
@@ -482,31 +477,6 @@ class Attribution:
         return markdown_table(rows)
 
 
-def _outputs(value: Any) -> dict[str, torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        value = {"output": value}
-    elif isinstance(value, (tuple, list)):
-        value = {f"output {i}": v for i, v in enumerate(value)}
-    if not isinstance(value, dict) or not value:
-        raise TypeError(
-            "block must return a tensor, a non-empty tuple/list of tensors or a dict "
-            f"name -> tensor, got {type(value).__name__}"
-        )
-    for name, v in value.items():
-        if not isinstance(v, torch.Tensor) or not v.is_floating_point():
-            raise TypeError(f"output {name!r} must be a floating-point tensor, got {v!r:.60}")
-    return {str(k): v.detach().double() for k, v in value.items()}
-
-
-def _change(new: dict[str, torch.Tensor], old: dict[str, torch.Tensor]) -> dict[str, float]:
-    out = {}
-    for name, ref in old.items():
-        size = float(torch.linalg.vector_norm(ref))
-        dist = float(torch.linalg.vector_norm(new[name] - ref))
-        out[name] = (0.0 if dist == 0 else math.inf) if size == 0 else dist / size
-    return out
-
-
 def tf32_attribution(
     block: Callable[[], Any],
     *,
@@ -529,7 +499,8 @@ def tf32_attribution(
 
     ``block`` runs ``3 + number of sites`` times, so it must be deterministic and free of
     side effects (build models, optimizers and data inside it, or copy them); a block whose
-    two float32 runs differ is refused.
+    two float32 runs differ (NaN compares equal to NaN), or any of whose runs returns other
+    output names or shapes than the first, is refused.
 
     Args:
         block: the computation; returns the outputs to compare.
@@ -545,7 +516,8 @@ def tf32_attribution(
     Raises:
         TypeError: if ``block`` is not callable or returns something else than the above.
         ValueError: for an unknown ``rounding``, bad ``skip``/``depth`` (as in
-            :func:`tf32_audit`), or a block whose float32 runs disagree.
+            :func:`tf32_audit`), or a block whose float32 runs disagree or whose runs
+            return other names or shapes.
 
     Example:
         >>> import torch
@@ -564,7 +536,7 @@ def tf32_attribution(
     """
     if not callable(block):
         raise TypeError(f"block must be callable, got {type(block).__name__}")
-    _check_options(rounding, 0, False, skip, depth)
+    _, depth = _check_options(rounding, 0, False, skip, depth)
     rounding = _check_rounding(rounding)
     settings = _Settings(rounding, 0, False, skip, depth)
     emulator = _tf32_dispatch.TF32EmulationMode(
@@ -579,14 +551,17 @@ def tf32_attribution(
 
     plain, seen = run(frozenset())
     again, _ = run(frozenset())
-    if any(not torch.equal(plain[k], again[k]) for k in plain):
+    _check_same(plain, again, "float32 results")
+    if any(not _equal_nan(plain[k], again[k]) for k in plain):
         raise ValueError(
             "block gave different float32 results on two runs: it must be deterministic"
         )
     full, _ = run(None)
+    _check_same(plain, full, "results with every product in TF32")
     sites = []
     for key, calls in seen.items():
         alone, _ = run(frozenset({key}))
+        _check_same(plain, alone, "results with one site in TF32")
         frames, op, shapes, phase, module = key
         effect = SiteEffect(frames, op, phase, shapes, calls, _change(alone, plain), module)
         sites.append(effect)

@@ -28,6 +28,7 @@ import contextlib
 import threading
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -58,18 +59,75 @@ def _has_new_api() -> bool:
     return hasattr(torch.backends.cuda.matmul, "fp32_precision")
 
 
-def _get_attr(path: tuple[str, ...]) -> str:
-    obj = torch.backends
+@dataclass(eq=False)
+class _Pin:
+    """A oneDNN setting held at IEEE while CPU products run (see :func:`_pin_ieee`)."""
+
+    old: str  # the value set, which every reader here sees meanwhile
+    count: int = 0  # products in flight that need it
+
+
+# Attribute path -> pin. Only the switch and its restore are serialised (under _LOCK); the
+# products run without the lock, and this module reads and writes pinned settings through
+# the pins, so no snapshot, restore or reader ever sees or keeps the pin's IEEE.
+_PINS: dict[tuple[str, ...], _Pin] = {}
+
+
+def _raw(path: tuple[str, ...]) -> Any:
+    obj: Any = torch.backends
     for name in path:
         obj = getattr(obj, name)
-    return obj  # type: ignore[return-value]
+    return obj
+
+
+def _get_attr(path: tuple[str, ...]) -> str:
+    pin = _PINS.get(path)
+    return pin.old if pin is not None else _raw(path)
 
 
 def _set_attr(path: tuple[str, ...], value: str) -> None:
-    obj = torch.backends
-    for name in path[:-1]:
-        obj = getattr(obj, name)
-    setattr(obj, path[-1], value)
+    pin = _PINS.get(path)
+    if pin is not None:
+        pin.old = value
+        return
+    setattr(_raw(path[:-1]), path[-1], value)
+
+
+def _repin() -> None:
+    # After torch's legacy setter, which writes oneDNN's matmul setting whatever it was
+    # (a parent's setter leaves a set child alone, and a pinned child is set): its value is
+    # what the pin now stands for, and the pin stays in force.
+    pin = _PINS.get(_MKLDNN_MATMUL)
+    if pin is not None:
+        pin.old = _raw(_MKLDNN_MATMUL)
+        setattr(_raw(_MKLDNN_MATMUL[:-1]), _MKLDNN_MATMUL[-1], "ieee")
+
+
+def _pin_ieee(path: tuple[str, ...]) -> bool:
+    """Hold the oneDNN setting at ``path`` at IEEE for one product; False: it already was.
+
+    Pins are counted: the setting is put back when the last product that needed it ends
+    (:func:`_unpin`). Takes the lock only for the switch itself.
+    """
+    with _LOCK:
+        pin = _PINS.get(path)
+        if pin is None:
+            if _effective(path, path[:-2] + path[-1:], path[-1:]) == "ieee":
+                return False
+            pin = _PINS[path] = _Pin(_raw(path))
+            setattr(_raw(path[:-1]), path[-1], "ieee")
+        pin.count += 1
+        return True
+
+
+def _unpin(path: tuple[str, ...]) -> None:
+    """End one product's :func:`_pin_ieee`; the last one restores the setting exactly."""
+    with _LOCK:
+        pin = _PINS[path]
+        pin.count -= 1
+        if not pin.count:
+            del _PINS[path]
+            _put_back(_raw(path[:-1]), path[-1], pin.old)
 
 
 def _effective(*paths: tuple[str, ...]) -> str:
@@ -130,6 +188,7 @@ def _restore(state: _State) -> None:
             _set_attr(path, values[path])
     # The legacy setter rewrites the two matmul children; they are set after it.
     torch.set_float32_matmul_precision(state.legacy)
+    _repin()
     for path in _CHILDREN:
         if path in values and _get_attr(path) != values[path]:
             _set_attr(path, values[path])
@@ -143,6 +202,7 @@ class _Level:
     mode: str
     snapshot: _State | None
     holders: dict[_Owner, int] = field(default_factory=dict)
+    exclusive: bool = False  # shared with no other owner (see _exclusive)
 
 
 # One process-wide stack of precision levels. More than one level exists only while
@@ -165,25 +225,39 @@ def _foreign_holders(me: _Owner) -> set[_Owner]:
     return {h for level in _LEVELS for h in level.holders if _foreign(h, me)}
 
 
-def _acquire(mode: str | None) -> tuple[_Level, _Owner]:
-    """Enter a level: set ``mode`` (or pin the current precision when None)."""
-    me = owner()
+def _acquire(
+    mode: str | None, *, exclusive: bool = False, me: _Owner | None = None
+) -> tuple[_Level, _Owner]:
+    """Enter a level: set ``mode`` (or pin the current precision when None).
+
+    ``exclusive``: a level no other owner may share (``mode`` None: nothing is set), for
+    code that changes a setting itself; ``me``: enter as this owner instead of the caller.
+    """
+    me = owner() if me is None else me
     with _LOCK:
         while True:
             others = _foreign_holders(me)
             if not others:
-                if mode is None and _LEVELS:  # a pin changes nothing: join the top
+                if exclusive:
+                    level = _Level(current_matmul_precision(), None, exclusive=True)
+                elif mode is None and _LEVELS:  # a pin changes nothing: join the top
                     level = _LEVELS[-1]
                     break
-                if mode is None:
+                elif mode is None:
                     level = _Level(current_matmul_precision(), None)
                 else:
                     level = _Level(mode, _snapshot())
                     torch.set_float32_matmul_precision(mode)
+                    _repin()
                 _LEVELS.append(level)
                 break
             bottom = _LEVELS[0]
-            if len(_LEVELS) == 1 and mode in (None, bottom.mode):
+            if (
+                len(_LEVELS) == 1
+                and not exclusive
+                and not bottom.exclusive
+                and mode in (None, bottom.mode)
+            ):
                 level = bottom
                 break
             _refuse_same_thread(me, mode, others)
@@ -254,6 +328,50 @@ def _release(level: _Level, me: _Owner) -> None:
             f"precision {later!r}. The later block keeps its precision and the "
             "precision from before both is restored when it exits; nest blocks instead."
         )
+
+
+@contextlib.contextmanager
+def _exclusive(me: _Owner | None = None) -> Iterator[None]:
+    """Hold the precision alone: other owners' blocks (any mode) and pins wait meanwhile.
+
+    For code that changes a process-wide setting itself (the audit's flip of the TF32
+    switch on a GPU): no other thread then runs inside a block while it is changed.
+    ``me`` enters on behalf of another owner (autograd's worker thread running the
+    backward of the owner's graph, which waits for it).
+    """
+    level, me = _acquire(None, exclusive=True, me=me)
+    try:
+        yield
+    finally:
+        _release(level, me)
+
+
+def _put_back(obj: object, attr: str, old: object) -> None:
+    # Torch's fp32_precision getters answer with the inherited value where the setting is
+    # "none", so the value read cannot say which it was: inherit first, and set the value
+    # explicitly only where inheriting does not give it back.
+    if attr == "fp32_precision":
+        setattr(obj, attr, "none")
+        if getattr(obj, attr) == old:
+            return
+    setattr(obj, attr, old)
+
+
+@contextlib.contextmanager
+def _switched(obj: object, attr: str, value: object, me: _Owner | None = None) -> Iterator[None]:
+    """Set ``obj.attr`` (a process-wide torch setting) for one owner's block, then restore.
+
+    The owner holds the precision exclusively (:func:`_exclusive`, ``me`` as there) and the
+    lock while the setting differs, so no other thread's block runs at it or reads it, and
+    snapshots never see it.
+    """
+    with _exclusive(me), _LOCK:
+        old = getattr(obj, attr)
+        setattr(obj, attr, value)
+        try:
+            yield
+        finally:
+            _put_back(obj, attr, old)
 
 
 @contextlib.contextmanager

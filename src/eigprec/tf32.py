@@ -34,16 +34,15 @@ there instead, so it models the GPU, not that CPU path.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 
 from eigprec._context import reusable
 
 from . import _tf32_dispatch
+from ._tf32_device import has_real_tf32, is_tf32_capability
 from ._tf32_rounding import ROUNDING_ENV, ROUNDINGS, _check_rounding, default_rounding
 from .precision import MATMUL_PRECISIONS, _effective, _pinned
 
@@ -323,96 +322,6 @@ def tf32_matmul_enabled() -> bool:
     return _effective(*paths) == "tf32"
 
 
-def has_real_tf32(device: torch.device | str) -> bool:
-    """Whether float32 matmuls on ``device`` can run on TF32 tensor cores.
-
-    True for CUDA devices of compute capability 8.0 or higher (Ampere and later) in a
-    CUDA (not ROCm) build of torch; False for the CPU, for "cuda" (or a bare index such
-    as ``0``, which torch reads as the current accelerator) where no CUDA device is
-    available (a CPU-only build included) and everything else.
-
-    Args:
-        device: a torch device, device string or CUDA device index.
-
-    Returns:
-        True when real TF32 hardware backs float32 matmuls on ``device``.
-
-    Raises:
-        TypeError: if ``device`` is none of those (a bool included).
-        ValueError: on a negative index or a string torch cannot parse as a device.
-
-    Example:
-        >>> has_real_tf32("cpu")
-        False
-    """
-    if type(device) is torch.device and device.type != "cuda":
-        return False  # (the audit asks once per product: the common answer, kept cheap)
-    if isinstance(device, bool | np.bool_) or not isinstance(
-        device, torch.device | str | numbers.Integral
-    ):
-        raise TypeError(
-            f"device must be a torch.device, a device string or a CUDA index, got "
-            f"{type(device).__name__} {device!r}"
-        )
-    if isinstance(device, numbers.Integral):
-        device = int(device)
-        if device < 0:
-            raise ValueError(f"a CUDA device index must be ≥ 0, got {device}")
-        if not torch.cuda.is_available():  # torch.device(0) itself fails without CUDA
-            return False
-        device = torch.device("cuda", device)
-    try:
-        device = torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f"not a device: {device!r} ({e})") from None
-    if device.type != "cuda" or not torch.cuda.is_available():
-        return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return is_tf32_capability(_capability(index))
-
-
-def is_tf32_capability(capability: tuple[int, int]) -> bool:
-    """Whether a CUDA device of this compute capability has TF32 tensor cores.
-
-    The one definition the package uses (the provenance box, the emulator, the GPU
-    recorder): an NVIDIA device, i.e. a CUDA rather than a ROCm build of torch, of
-    compute capability 8.0 (Ampere) or later.
-
-    Args:
-        capability: ``(major, minor)``, as :func:`torch.cuda.get_device_capability`.
-
-    Returns:
-        True when TF32 exists in hardware.
-
-    Raises:
-        TypeError: unless ``capability`` is a pair of ints (``(8,)`` and ``8.6`` are not).
-
-    Example:
-        >>> is_tf32_capability((7, 5)), is_tf32_capability((9, 0))  # a T4; an H100
-        (False, True)
-    """
-    if (
-        not isinstance(capability, tuple | list)
-        or len(capability) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in capability)
-    ):
-        raise TypeError(
-            "capability must be a (major, minor) pair of ints, as "
-            f"torch.cuda.get_device_capability() returns, got {capability!r}"
-        )
-    # ROCm builds also answer torch.cuda; TF32 as discussed here is NVIDIA's.
-    return torch.version.hip is None and tuple(int(v) for v in capability) >= (8, 0)
-
-
-_CAPABILITIES: dict[int, tuple[int, int]] = {}
-
-
-def _capability(index: int) -> tuple[int, int]:
-    if index not in _CAPABILITIES:
-        _CAPABILITIES[index] = tuple(torch.cuda.get_device_capability(index))
-    return _CAPABILITIES[index]
-
-
 # --- the emulating mode (its machinery lives in _tf32_dispatch) --------------------------
 
 BackwardAfterExitWarning = _tf32_dispatch.BackwardAfterExitWarning
@@ -474,8 +383,9 @@ def emulate_tf32(
     (``nn.RNN``, ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
     ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
     switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
-    applies it is run through ATen's native cell loop (oneDNN off for that call) to be
-    emulated. ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
+    applies it is run through a copy of ATen's native cell loop made of visible pieces (bit
+    for bit what torch runs with oneDNN off; no process-wide switch is touched).
+    ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
     rebuilt from visible pieces and emulated.
 
 
@@ -487,17 +397,28 @@ def emulate_tf32(
     ``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`` the same ``bmm``s run here and are
     emulated), the fused transformer fast path of ``nn.TransformerEncoderLayer``
     /``nn.MultiheadAttention`` in eval or ``no_grad`` (its GEMMs follow the matmul switch on
-    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated), and
-    fused RNN kernels where they still run. Sparse and nested tensors pass through
-    untouched (cuSPARSE is not the cuBLAS path emulated here). Autocast runs ``cdist``,
+    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated),
+    fused RNN kernels where they still run, and float32 solves, inverses and LU
+    factorisations (``linalg.solve``, ``inv``, ``solve_triangular``, ``triangular_solve``,
+    ``lu_solve``, ``lu_factor``, ``lu``): LAPACK here, blocked algorithms with TF32 GEMM
+    updates on a GPU (measured on an H200: relative change ~1e-4; the warning gives the
+    figures), so put ``'highest'`` around GPU solves. ``cholesky``, ``cholesky_solve``,
+    ``qr``, ``lstsq``, ``eigh`` and ``svd`` did not change there and run unwarned.
+    Sparse and nested tensors pass through untouched (cuSPARSE is not the cuBLAS path
+    emulated here). Autocast runs ``cdist``,
     ``pdist`` and ``dist`` in float32 (``autocast_mode.cpp``), so their products are
     emulated under autocast too.
 
     Not rounded: matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``,
     ``matrix @ vector``), which PyTorch keeps out of TF32 on a GPU (``NoTF32Guard`` in
-    its gemv path) -- but ``vector @ matrix`` is a one-row GEMM in ATen and is rounded,
-    as on the GPU; reductions; other dtypes (under autocast the operands arrive
-    already cast to fp16/bf16). Not covered: ``torch.compile``d code (Inductor's
+    its gemv path); ``vector @ matrix`` and ``F.linear`` of a 1-D input, one-row GEMMs in
+    ATen that the measured H100 and H200 ran in float32 at 'high'; reductions; other
+    dtypes (under autocast the operands arrive already cast to fp16/bf16). Left exactly
+    as without the context: eigenvalues and singular values without vectors
+    (``eigvalsh``, ``svdvals``, ``eigvals`` and the spectral norms, ``cond`` and
+    ``matrix_rank`` built on them), which a TF32 GPU does not change but which ATen would
+    compute through the vector path whenever a dispatch mode is active. Not covered:
+    ``torch.compile``d code (Inductor's
     Triton kernels choose their own ``tl.dot`` input precision, which may round
     differently from cuBLAS; compiling under this context is untested -- do not rely
     on it) and products computed inside custom kernels that bypass ATen's
@@ -505,6 +426,12 @@ def emulate_tf32(
     inside the context is emulated faithfully. Devices with real TF32 (CUDA, compute
     capability >= 8.0) are left to the hardware unless ``force=True``. Nested
     contexts: the innermost one decides.
+
+    ``torch.func``: forward-mode transforms (``jvp``, ``jacfwd``, ``vmap`` of them) run
+    inside the block and are emulated; the reverse-mode ones (``grad``, ``vjp``, ``jacrev``,
+    ``hessian``, ``vmap(grad(...))``) refuse the block's saved-tensor hooks, and the block
+    raises ``RuntimeError`` naming the ways around: ``torch.autograd.grad`` or
+    ``.backward()`` inside the block (per sample in a loop), or forward mode.
 
     Scope (what "inside" means): emulation covers the operators that run while the
     block is active *in the thread that entered it*, as torch's dispatch modes are
@@ -534,6 +461,8 @@ def emulate_tf32(
     Raises:
         ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
         TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None.
+        RuntimeError: where ``torch.func.grad``, ``vjp``, ``jacrev`` or ``hessian`` runs in
+            the block (see above).
 
     Example:
         >>> import torch
@@ -549,7 +478,21 @@ def emulate_tf32(
     )
     hooks = torch.autograd.graph.saved_tensors_hooks(*_tf32_dispatch.saved_tensor_hooks(mode))
     with _pinned(), mode, _tf32_dispatch.GraphMarker(mode), hooks:
-        yield
+        try:
+            yield
+        except RuntimeError as e:
+            if "don't yet support saved tensor hooks" not in str(e):
+                raise
+            raise RuntimeError(_NO_REVERSE_TORCH_FUNC) from e
+
+
+_NO_REVERSE_TORCH_FUNC = (
+    "emulate_tf32 does not support torch.func's reverse-mode transforms (grad, vjp, jacrev, "
+    "hessian, and vmap of them): the block's saved-tensor hooks, which catch a backward run "
+    "after the block, are refused by torch.func. Ways around: take gradients with "
+    "torch.autograd.grad (or .backward()) inside the block, per sample in a loop if need "
+    "be; forward-mode transforms (torch.func.jvp, jacfwd, and vmap of them) work inside it."
+)
 
 
 def tf32_mode(device: torch.device | str, fp32_matmul_prec: str, dtype: torch.dtype) -> str:

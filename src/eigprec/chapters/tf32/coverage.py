@@ -35,7 +35,7 @@ TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
     },
     {
         "op": "vector @ matrix, F.linear on a 1-D input",
-        "gpu": "TF32: ATen makes them one-row matrix products",
+        "gpu": "float32 (measured: H100, H200), though ATen makes them one-row GEMMs",
         "switch": "cuda.matmul.fp32_precision",
         "probe": "vecmat",
         "cite": "pytorch_source_tf32",

@@ -1,0 +1,118 @@
+"""The CPU operator sweep (issue 34, item 2): every float32 operator of PyTorch's OpInfo
+database that TF32 leaves alone on a GPU runs bit for bit unchanged under emulate_tf32()
+and tf32_audit() at 'high'; the solves TF32 changes are named (NotEmulatedWarning); the
+audit never changes a result. The facts: eigprec.chapters.tf32.op_sweep.
+
+One sample per operator (op_db's first float32 sample, small tensors). Operators whose
+sample fails or differs between two plain runs (random output) are skipped, and so are the
+``empty*`` constructors (uninitialised memory, equal or not by chance).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+import unittest
+import warnings
+
+import pytest
+import torch
+from torch.utils._pytree import tree_leaves
+
+from eigprec import NotEmulatedWarning, emulate_tf32, matmul_precision
+from eigprec.audit import tf32_audit
+from eigprec.chapters.tf32.op_sweep import SOLVES, changed_ops
+
+SAMPLES_PER_OP = 1
+MIN_OPERATORS = 300
+
+
+def _op_db() -> list:
+    # torch's test helpers import expecttest (a test-only package of torch's own CI) for a
+    # TestCase base class the sweep never uses: stand in for it where it is missing.
+    if "expecttest" not in sys.modules:
+        try:
+            import expecttest  # noqa: F401
+        except ModuleNotFoundError:
+            stand_in = types.ModuleType("expecttest")
+            stand_in.TestCase = unittest.TestCase
+            sys.modules["expecttest"] = stand_in
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return [op for op in op_db if torch.float32 in op.supported_dtypes("cpu")]
+
+
+def _same(a, b) -> bool:
+    # Bit for bit, NaN equal to NaN, structure included.
+    la, lb = tree_leaves(a), tree_leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb, strict=True):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or (x.shape, x.dtype) != (y.shape, y.dtype):
+                return False
+            if x.layout != torch.strided:
+                x, y = x.to_dense(), y.to_dense()
+            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
+                return False
+        elif x != y and not (x != x and y != y):
+            return False
+    return True
+
+
+def _run(call):
+    torch.manual_seed(0)
+    return call()
+
+
+@pytest.mark.slow
+def test_op_db_sweep_under_the_emulator_and_the_audit():
+    changed = changed_ops()
+    swept, skipped, problems = [], [], []
+    for op in _op_db():
+        if "empty" in op.name:
+            skipped.append(op.full_name)
+            continue
+        try:
+            samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32), SAMPLES_PER_OP))
+        except Exception:  # (op_db's own generators: skipped)
+            skipped.append(op.full_name)
+            continue
+        warned = False
+        for s in samples:
+
+            def call(s=s, op=op):
+                return op(s.input, *s.args, **s.kwargs)
+
+            try:
+                plain, again = _run(call), _run(call)
+            except Exception:  # (a sample that fails plainly is not ours)
+                skipped.append(op.full_name)
+                break
+            if not _same(plain, again):
+                skipped.append(op.full_name)  # random or uninitialised output
+                break
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with matmul_precision("high"):
+                    with emulate_tf32():
+                        emulated = _run(call)
+                    with tf32_audit():
+                        audited = _run(call)
+            warned |= any(issubclass(w.category, NotEmulatedWarning) for w in caught)
+            if not _same(audited, plain):
+                problems.append(f"{op.full_name}: the audit changed its result")
+            if op.full_name not in changed:
+                if not _same(emulated, plain):
+                    problems.append(f"{op.full_name}: emulate_tf32 changed its result")
+                if warned:
+                    problems.append(f"{op.full_name}: NotEmulatedWarning where TF32 does nothing")
+        else:
+            swept.append(op.full_name)
+            if op.full_name in SOLVES and samples and not warned:
+                problems.append(f"{op.full_name}: a solve TF32 changes ran unnamed")
+    assert problems == []
+    assert len(swept) >= MIN_OPERATORS, (len(swept), skipped)
+    for name in ("linalg.eigvalsh", "linalg.svdvals", "matmul", "linalg.cholesky", "linalg.qr"):
+        assert name in swept

@@ -118,7 +118,11 @@ def normal_equations_ab(
 
     # [show:ab]
     def solve() -> dict[str, torch.Tensor]:
-        return {"x": torch.linalg.solve(a.T @ a, a.T @ b)}
+        gram, rhs = a.T @ a, a.T @ b
+        # The solve itself at 'highest': on a TF32 GPU 'high' changes solves too (by ~1e-4),
+        # which would mix with the products' effect studied here.
+        with matmul_precision("highest"):
+            return {"x": torch.linalg.solve(gram, rhs)}
 
     found = tf32_attribution(solve)  # ranks products by their effect on x
     # [/show:ab]

@@ -109,6 +109,35 @@ _TORCH_BATCHES_EVERY_N = (2, 12)
 # --------------------------------------------------------------------------- public entry
 
 
+def _as_index(value: object, name: str) -> int:
+    """``value`` as an int: Python and NumPy integers and 0-d integer tensors, nothing else.
+
+    ``operator.index`` alone also takes a bool tensor (as 1) and one-element tensors of any
+    shape, which would let ``k=torch.tensor(True)`` through where ``k=True`` is refused.
+    """
+    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
+    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
+    if isinstance(value, int | torch.SymInt) and not isinstance(value, bool):
+        return value  # type: ignore[return-value]
+    what = type(value).__name__
+    if isinstance(value, Tensor | np.ndarray):
+        what = f"{what} of shape {tuple(value.shape)} and dtype {value.dtype}"
+        ok = value.ndim == 0 and (
+            value.dtype not in (torch.bool, np.bool_)
+            and not (value.dtype.is_floating_point or value.dtype.is_complex)
+            if isinstance(value, Tensor)
+            else value.dtype.kind in "iu"
+        )
+    else:
+        ok = not isinstance(value, bool | np.bool_) and hasattr(value, "__index__")
+    if not ok:
+        raise TypeError(
+            f"kth_eigvalsh: {name} must be an int (Python or NumPy integer, or a 0-d integer "
+            f"tensor), got {what}"
+        )
+    return operator.index(value)
+
+
 def _validate(
     A: object,
     k: object,
@@ -149,12 +178,7 @@ def _validate(
         raise TypeError(
             f"kth_eigvalsh: A must be float32 or float64 (real symmetric), got {A.dtype}"
         )
-    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
-    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
-    if not (isinstance(k, int | torch.SymInt) and not isinstance(k, bool)):
-        if isinstance(k, bool | np.bool_) or not hasattr(k, "__index__"):
-            raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
-        k = operator.index(k)  # numpy integers too, as indexing accepts them
+    k = _as_index(k, "k")
     if not isinstance(lower, bool | np.bool_):  # None or 0 would silently read the upper one
         raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
@@ -190,9 +214,7 @@ def _validate(
     if steps is not None:
         if method != "inverse_iteration":
             raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
-        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
-            raise TypeError(f"kth_eigvalsh: steps must be an int, got {type(steps).__name__}")
-        if not 1 <= operator.index(steps) <= _MAX_STEPS:
+        if not 1 <= _as_index(steps, "steps") <= _MAX_STEPS:
             # Inverse iteration gains a factor gap/shift per step: a few steps suffice, and
             # beyond 2**63 - 1 the custom op's int64 argument overflows.
             raise ValueError(f"kth_eigvalsh: steps must be between 1 and {_MAX_STEPS}, got {steps}")
@@ -315,7 +337,8 @@ def kth_eigvalsh(
         A: ``(..., n, n)`` real symmetric float32/float64 tensor; only the lower (``lower=True``)
             or upper triangle is read.
         k: index into the ascending eigenvalues, as in ``torch.linalg.eigvalsh(A)[..., k]``;
-            negative values count from the largest (``-1`` is λ_max). Any integer type.
+            negative values count from the largest (``-1`` is λ_max). A Python or NumPy
+            integer or a 0-d integer tensor (not a bool, nor a one-element tensor of any shape).
         lower: read the lower triangle (else the upper); a bool.
         method: how λ_k and, for the gradient, its eigenvector are computed:
             ``"eigh"`` — the exact full decomposition (``torch.linalg.eigvalsh``/``eigh`` or
@@ -372,8 +395,9 @@ def kth_eigvalsh(
     Raises:
         TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as
             autocast produces: the message says to pass ``A.float()``); ``k``/``steps`` not
-            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` or
-            ``cluster_rtol`` not a real number (Python or NumPy).
+            an int (bools and bool, float or non-0-d tensors included); ``lower`` not a
+            bool (NumPy bools count); ``cluster_tol`` or ``cluster_rtol`` not a real number
+            (Python or NumPy).
         ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
             ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
             ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; ``A``

@@ -51,3 +51,10 @@ def test_eager_autograd_keeps_a_reference_to_A_and_the_factor(subgradient, metho
 def test_no_grad_saves_nothing():
     A = torch.randn(3, 6, 6)
     assert _saved(lambda: kth_eigvalsh(A, 0)) == []
+
+
+def test_a_compiled_graph_keeps_the_eigenvector_alone():
+    A = torch.randn(4, 6, 6, requires_grad=True)
+    f = torch.compile(lambda X: kth_eigvalsh(X, -1).sum(), fullgraph=True, backend="aot_eager")
+    saved = _saved(lambda: f(A))
+    assert [tuple(t.shape) for t in saved] == [(4, 6, 1)]

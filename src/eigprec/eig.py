@@ -2,10 +2,14 @@
 
 ``kth_eigvalsh`` is a drop-in for ``torch.linalg.eigvalsh(A)[..., k]`` that
 
-* computes no eigenvectors when no gradient is needed, and keeps only what the backward pass
-  needs when one is (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"``
-  subgradient); ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's subset
-  driver computes just the one eigenvalue, or the one eigenpair;
+* computes no eigenvectors when no gradient is needed; when one is, it keeps for the backward
+  pass the k-th eigenvector (n numbers per matrix; the weighted eigenbasis, n², for the
+  ``"mean"`` subgradient) and, in eager mode, a reference to ``A`` (no copy: second
+  derivatives recompute the decomposition from it; ``A`` then stays alive until the
+  backward pass, as an intermediate such as ``X + X.mT`` would not otherwise — n² per matrix,
+  what ``torch.linalg.eigvalsh`` keeps in its eigenvectors). A compiled graph keeps the
+  eigenvector alone. ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's
+  subset driver computes just the one eigenvalue, or the one eigenpair;
 * can run on CuPy's batched CUDA eigensolver (a DLPack hand-off without a copy, torch's current
   stream, no host synchronisation; the solver itself overwrites one copy of the batch);
 * returns, where eigenvalues collide and λ_k is not differentiable, an element of the Clarke

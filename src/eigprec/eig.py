@@ -373,20 +373,21 @@ def kth_eigvalsh(
             independent of the basis the solver picked inside the repeated eigenvalue.
         cluster_tol: largest gap between consecutive eigenvalues of one cluster for
             ``"mean"`` (absolute, in the units of A); default :func:`default_cluster_tol`
-            (3 · eps · √max(n, 16) · max|λ| per matrix: 1.5 times the largest gap rounding
-            was measured to open between copies of an exact tie, below the gaps the solver
-            resolves). What a tolerance ε of your own returns: if the cluster's computed
-            eigenvalues span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient —
-            an average of gradients of λ_k at matrices within spectral distance δ of A (those
-            with the cluster's eigenvalues pulled apart), as in gradient sampling
+            (eps · min(3 √max(n, 16), 20) · max|λ| per matrix: above the largest gap
+            rounding was measured to open between copies of an exact tie, n = 3 … 4000, and
+            below the gaps the solver resolves; its range of validity is stated there).
+            What a tolerance ε of your own returns: if the cluster's computed eigenvalues
+            span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient — an average of
+            gradients of λ_k at matrices within spectral distance δ of A (those with the
+            cluster's eigenvalues pulled apart), as in gradient sampling
             (Burke–Lewis–Overton 2005) — and not, in general, a Clarke subgradient at A,
             where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
             default may split an exact tie: the result is then q qᵀ for some q of the tie, a
             Clarke subgradient but not the minimum-norm one.
         cluster_rtol: the same, relative to each matrix's max|λ| (the tolerance is
             ``cluster_rtol · max|λ|`` per batch entry, so one value fits a batch of matrices
-            of different scales; the default is ``3 · eps · √max(n, 16)`` in these units).
-            Give ``cluster_tol`` or ``cluster_rtol``, not both.
+            of different scales; the default is ``eps · min(3 √max(n, 16), 20)`` in these
+            units). Give ``cluster_tol`` or ``cluster_rtol``, not both.
         steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3, at
             most 1000).
 

@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from eigprec import _cupy_bridge, _eig_lapack
+from eigprec import _cupy_bridge, _eig_choice, _eig_lapack
 from eigprec._eig_ops import (  # noqa: F401  (_factor_impl, _gradient: shown by the Clarke chapter)
     KthEigvalsh,
     _factor_backward,
@@ -300,8 +300,10 @@ def _resolve_backend(backend: str, A: Tensor) -> str:
                 f"({_cupy_bridge.install_hint()})"
             )
         return "cupy"
-    helps = A.shape[-1] > 32 and not _torch_batches_every_n()
-    return "cupy" if A.device.type == "cuda" and helps and _cupy_ok() else "torch"
+    if A.device.type != "cuda" or _torch_batches_every_n():
+        return "torch"
+    batch = math.prod(A.shape[:-2])
+    return "cupy" if _eig_choice.auto_uses_cupy(A.shape[-1], batch) and _cupy_ok() else "torch"
 
 
 def _resolve_method(method: str, A: Tensor, backend: str, subgradient: str, grad: bool) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "TIME_FACTOR",
     "acceptable",
     "auto_uses_cupy",
+    "meets_rule",
     "rows_from_timing_grid",
 ]
 
@@ -102,22 +103,69 @@ def acceptable(row: Mapping[str, Any], phase: str = "forward") -> list[str]:
     solvers = row.get("solvers") or {}
     if not solvers:
         raise ValueError(f"acceptable: no solver at n={row.get('n')}, batch={row.get('batch')}")
+    accurate, fastest = _accurate(solvers, phase)
+    return [name for name in accurate if _seconds(solvers[name], phase) <= TIME_FACTOR * fastest]
+
+
+def _seconds(entry: Mapping[str, Any], phase: str) -> float:
+    if phase == "train" and entry.get("train_seconds") is not None:
+        return float(entry["train_seconds"])
+    return float(entry["seconds"])
+
+
+def _accurate(solvers: Mapping[str, Any], phase: str) -> tuple[list[str], float]:
+    """The solvers within ERROR_FACTOR of the best error, and the fastest time among them."""
     key = _PHASES[phase]
-    errors = {name: _error(entry, key) for name, entry in solvers.items()}
+    # The gradient needs the eigenvector: a solver that reports no residual gave none.
+    usable = {
+        name: entry
+        for name, entry in solvers.items()
+        if phase == "forward" or not ("residual" in entry and entry["residual"] is None)
+    }
+    if not usable:
+        raise ValueError(f"acceptable: no solver gives what the {phase} phase needs")
+    errors = {name: _error(entry, key) for name, entry in usable.items()}
     known = [e for e in errors.values() if e is not None]
     best = min(known) if known else None
     accurate = [
         name for name, e in errors.items() if e is None or best is None or e <= ERROR_FACTOR * best
     ]
+    return accurate, min(_seconds(usable[name], phase) for name in accurate)
 
-    def seconds(name: str) -> float:
-        entry = solvers[name]
-        if phase == "train" and entry.get("train_seconds") is not None:
-            return float(entry["train_seconds"])
-        return float(entry["seconds"])
 
-    fastest = min(seconds(name) for name in accurate)
-    return [name for name in accurate if seconds(name) <= TIME_FACTOR * fastest]
+def meets_rule(row: Mapping[str, Any], entry: Mapping[str, Any], phase: str = "forward") -> bool:
+    """Whether a measured call (``auto``'s) meets the rule against the row's solvers.
+
+    Its error must be within :data:`ERROR_FACTOR` of the best solver's and its time within
+    :data:`TIME_FACTOR` of the fastest accurate solver's.
+
+    Args:
+        row: as for :func:`acceptable` (the candidates, without ``entry`` itself).
+        entry: ``{"seconds", "value_error", "residual", "orthogonality"}`` of the call.
+        phase: ``"forward"`` or ``"train"``.
+
+    Returns:
+        True where both bounds hold.
+
+    Raises:
+        ValueError: as for :func:`acceptable`.
+
+    Example:
+        >>> row = {"n": 8, "batch": 1, "solvers": {"a": {"seconds": 1.0, "value_error": 1e-7}}}
+        >>> meets_rule(row, {"seconds": 1.1, "value_error": 5e-7})
+        True
+    """
+    if phase not in _PHASES:
+        raise ValueError(f"meets_rule: phase must be 'forward' or 'train', got {phase!r}")
+    solvers = row.get("solvers") or {}
+    if not solvers:
+        raise ValueError(f"meets_rule: no solver at n={row.get('n')}, batch={row.get('batch')}")
+    accurate, fastest = _accurate(solvers, phase)
+    key = _PHASES[phase]
+    known = [e for e in (_error(solvers[name], key) for name in accurate) if e is not None]
+    mine = _error(entry, key)
+    ok_error = mine is None or not known or mine <= ERROR_FACTOR * min(known)
+    return ok_error and _seconds(entry, phase) <= TIME_FACTOR * fastest
 
 
 def rows_from_timing_grid(record: Mapping[str, Any]) -> list[dict[str, Any]]:

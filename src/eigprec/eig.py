@@ -339,6 +339,31 @@ def kth_eigvalsh(
 ) -> Tensor:
     """The k-th smallest eigenvalue of each symmetric matrix in a batch, differentiably.
 
+    Accuracy, relative to ‖A‖₂ (what is measured or provable, per backend):
+
+    * ``"torch"`` on the CPU, and ``method="subset"``: LAPACK's backward-stable drivers, so
+      |λ_k − λ_k(A)| ≤ p(n) · eps · ‖A‖₂ (Weyl's inequality), p(n) a low-degree polynomial;
+      measured ≤ 2.3e-7 in float32 for n ≤ 40 (``python -m eigprec.bench eig --dry-run``).
+      The gradient q qᵀ has the eigenvector's error, ≈ eps · ‖A‖₂ / gap_k (Davis–Kahan): it
+      is accurate only where λ_k is separated from its neighbours.
+    * ``"cupy"`` (cuSOLVER ``syevjBatched``): float32 value errors grow about linearly in n —
+      measured on an H200 (CuPy 14.2) 8.4e-6 (n = 45), 2.05e-5 (100), 1.6e-4 (256) and
+      6.4e-4 (1024) of max|λ|, with eigenvectors far from orthonormal at n = 1024
+      (‖VᵀV − I‖_F = 2.4e-2), which the gradient q qᵀ inherits; float64 Jacobi gave 2e-12.
+      Eigenvalues that miss ‖A‖_F² by more than (4√n + 32) ulps or tr A by more than
+      (3n + 32) ulps of max|λ|, on A scaled to unit largest entry, are returned as NaN; this
+      sees unconverged and independently drifting eigenvalues, not errors equivalent to a
+      small backward perturbation. ``"auto"`` keeps float32 Jacobi to n ≤ 256.
+    * ``"torch"`` on CUDA follows the installed torch: before 2.12, batched Jacobi for n ≤ 32
+      and a per-matrix ``syevd`` above (1.3e-6 of max|λ| at n = 1024, the k-th value 1.9e-8,
+      H200). From torch 2.12 batched ``eigh`` is routed to ``syevjBatched`` for every n
+      (pytorch issue 192483, PR 175403): its float32 results at large n may then carry the
+      Jacobi error above. Not yet measured on a GPU with torch ≥ 2.12; ``python -m
+      eigprec.bench eig`` records it (value error, eigenvector residual and orthogonality per
+      shape).
+    * ``method="inverse_iteration"``: the eigenvalue as its backend's; the eigenvector within
+      ≈ 1e-5 where the relative gap at k is ≥ 1e-3 (float32, n = 45, measured).
+
     Args:
         A: ``(..., n, n)`` real symmetric float32/float64 tensor; only the lower (``lower=True``)
             or upper triangle is read.
@@ -360,11 +385,16 @@ def kth_eigvalsh(
             measures faster (``benchmarks/bench_eig.py``); ``"eigh"`` otherwise.
         backend: solver of ``"eigh"`` and of ``"inverse_iteration"``'s eigenvalues: ``"torch"``
             (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via DLPack on torch's
-            current stream, no host synchronisation) or ``"auto"``, which follows the
-            installed torch: under torch < 2.12, CuPy for CUDA tensors with n > 32 (where
-            torch's ``eigh`` loops over the batch, pytorch issue 175585) when CuPy works, torch
-            otherwise; from torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
-            175403), always torch — the CuPy detour then buys no speed. What ``"cupy"`` still
+            current stream, no host synchronisation) or ``"auto"``, which picks per
+            ``(batch, n)`` a solver whose error is within 10× of the most accurate one's and
+            whose time is within 1.2× of the fastest of those (the rule, checked at every
+            shape of the recorded H100 grid, ``book/data/eig_gpu.json``, by
+            ``tests/test_eig_auto_choice.py``): under torch < 2.12, where torch's ``eigh``
+            loops over a CUDA batch for n > 32 (pytorch issue 175585), CuPy for
+            32 < n ≤ 256, and for 16 < n ≤ 32 from 1,000 matrices on, when CuPy works; torch
+            otherwise — above n = 256 because float32 batched Jacobi loses accuracy there
+            (below). From torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
+            175403), always torch: the CuPy detour then buys no speed. What ``"cupy"`` still
             buys when asked for: no host synchronisation (torch.linalg checks its solver's
             status on the host) and a failed matrix returned as NaN instead of an exception.
         subgradient: which element of the Clarke subdifferential the backward pass returns:

@@ -243,3 +243,21 @@ def test_every_figure_fits_the_column_with_readable_text():
         assert not any("8·eps" in s for s in labels), labels
         for fig in figs:
             plt.close(fig)
+
+
+def test_first_counterexample_fails_through_the_sum_not_through_lambda_max():
+    # Issue 33, item 6: λ_max of a 2 × 2 is convex, hence Clarke regular — its one-sided
+    # derivative at 0 along d equals the support function max over ∂ = [0, 1] of g·d; the
+    # second term, −λ_max(diag(−t, 0)) = min(t, 0), is not: its one-sided derivative along
+    # +1 is 0 while its Clarke derivative (max over [0, 1]) is 1.
+    def lam_max(t: float) -> float:
+        return float(torch.linalg.eigvalsh(torch.diag(torch.tensor([t, 0.0])))[-1])
+
+    h = 1e-6
+    for d in (1.0, -1.0):
+        one_sided = (lam_max(h * d) - lam_max(0.0)) / h
+        assert one_sided == pytest.approx(max(0.0, d), abs=1e-6)  # regular
+    minus_term = (-lam_max(-h) + lam_max(0.0)) / h  # along +1
+    assert minus_term == pytest.approx(0.0, abs=1e-6) and minus_term < max(0.0, 1.0)
+    doc = ce.chain_rule_counterexamples.__doc__ or ""
+    assert "Clarke regular" in doc and "sum" in doc

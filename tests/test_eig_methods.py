@@ -353,3 +353,30 @@ def test_half_precision_is_refused_with_the_remedy(dtype):
     # the remedy works, and the gradient flows back in A's dtype
     kth_eigvalsh(A.float(), 1).backward()
     assert A.grad.dtype == dtype
+
+
+_BAD_INDEX = {
+    "bool tensor": lambda v: torch.tensor(bool(v % 2)),
+    "1-element tensor": lambda v: torch.tensor([v]),
+    "1x1 tensor": lambda v: torch.tensor([[v]]),
+    "float tensor": lambda v: torch.tensor(float(v)),
+    "numpy bool": lambda v: np.bool_(v % 2),
+    "1-element array": lambda v: np.array([v]),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(v=st.integers(0, 3), wrap=st.sampled_from(sorted(_BAD_INDEX)))
+def test_k_and_steps_refuse_tensors_that_are_not_0d_integers(v, wrap):
+    # Issue 35, item 11: k=torch.tensor(True) was taken as 1 while k=True was refused, and
+    # k=torch.tensor([1]) was accepted. Only ints, NumPy integers and 0-d integer tensors.
+    A = random_symmetric((), 4)
+    bad = _BAD_INDEX[wrap](v)
+    with pytest.raises(TypeError, match="k must be an int"):
+        kth_eigvalsh(A, bad)
+    with pytest.raises(TypeError, match="steps must be an int"):
+        kth_eigvalsh(A, 0, method="inverse_iteration", steps=_BAD_INDEX[wrap](v + 1))
+    good = torch.tensor(v)
+    torch.testing.assert_close(kth_eigvalsh(A, good), torch.linalg.eigvalsh(A)[v])
+    steps = torch.tensor(v + 1, dtype=torch.int32)
+    kth_eigvalsh(A, 0, method="inverse_iteration", steps=steps)

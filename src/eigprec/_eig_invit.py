@@ -20,8 +20,10 @@ __all__ = ["eigenvector"]
 
 
 def _symmetric_from_triangle(A: Tensor, lower: bool) -> Tensor:
-    T = A.tril() if lower else A.triu()
-    return T + T.mT - torch.diag_embed(T.diagonal(dim1=-2, dim2=-1))
+    # The strict triangle and the diagonal apart: T + Tᵀ − diag(T) doubled the diagonal on the
+    # way, which overflowed for entries above half the dtype's largest value (inf − inf = NaN).
+    T = A.tril(-1) if lower else A.triu(1)
+    return T + T.mT + torch.diag_embed(A.diagonal(dim1=-2, dim2=-1))
 
 
 def eigenvector(A: Tensor, lam: Tensor, lower: bool, steps: int) -> Tensor:

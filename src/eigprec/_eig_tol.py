@@ -18,7 +18,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["CLUSTER_TOL_FACTOR", "TieSplit", "default_cluster_tol", "measure_tie_splits"]
+__all__ = [
+    "CLUSTER_TOL_CAP",
+    "CLUSTER_TOL_FACTOR",
+    "TieSplit",
+    "default_cluster_tol",
+    "measure_tie_splits",
+]
 
 # measure_tie_splits() (benchmarks/eig_tie_splits.py), one CPU thread, 5 seeds × 20 matrices
 # per case, float32 and float64, exact ties of Q diag(λ) Qᵀ with max|λ| = 1 (multiplicity 2,
@@ -35,17 +41,39 @@ __all__ = ["CLUSTER_TOL_FACTOR", "TieSplit", "default_cluster_tol", "measure_tie
 # solver resolves, and "mean" then returned an element ≈ 0.7 from the gradient at points where
 # λ_k is differentiable.
 CLUSTER_TOL_FACTOR = 3.0
+# Issue 33, item 4: the splits stop growing like √n. In plain eps · max|λ|, the largest gap
+# between consecutive copies was 18 (n = 200, multiplicity 200, float32; 100 matrices), and
+# beyond: n = 400: 6.9 (2 copies), 6.2 (200), 8.5 (400, float64); n = 1000: 7.2 (5 copies,
+# float64), 6.0 (500), 7.5 (1000); n = 2000 (float32, 4 to 12 matrices per case): 1.0 (2),
+# 1.9 (5), 13.0 (1000), 10.0 (2000); n = 4000: 5.0 (2000, float32, one matrix). Zero clusters
+# of Gram matrices split far less (≤ 1.1). Meanwhile 3 · √n kept growing (95 at n = 1000,
+# 134 at 2000) past genuine gaps: the cycle Laplacian's simple λ_max = 4 lies 83 eps · max|λ|
+# above its neighbour at n = 1000 and 21 at n = 2000 (29.5 as LAPACK computes it in float32),
+# and "mean" averaged 3 and 7 eigenvectors there. Capping the tolerance at 20 eps · max|λ|
+# (reached at n = 45) keeps those apart and every measured tie together.
+CLUSTER_TOL_CAP = 20.0
 
 
 def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
     """Default cluster tolerance for ``subgradient="mean"``, per batch entry.
 
-    ``3 · eps(dtype) · √max(n, 16) · max_i |λ_i|``: 1.5 times the largest gap between
-    consecutive computed copies of an exactly repeated eigenvalue measured for n = 3 … 200
-    (multiplicities 2, 5, n/2 and n, float32 and float64, zero clusters of Gram matrices; see
-    ``eigprec.eig.measure_tie_splits``). ``kth_eigvalsh`` links consecutive eigenvalues closer than
-    this into one cluster, so an exact tie forms one cluster, while gaps float32 resolves (at
-    n = 100, anything from ≈ 4e-6 · max|λ|) are not merged.
+    ``eps(dtype) · min(3 · √max(n, 16), 20) · max_i |λ_i|``: below n = 45, 1.5 times the
+    largest gap between consecutive computed copies of an exactly repeated eigenvalue
+    measured for n = 3 … 200; from n = 45, 20 eps · max|λ| (2.4e-6 · max|λ| in float32,
+    4.4e-15 in float64), so that genuinely distinct eigenvalues that far apart are never
+    merged, however large n (see ``eigprec.eig.measure_tie_splits``).
+    ``kth_eigvalsh`` links consecutive eigenvalues closer than this into one cluster.
+
+    Range of validity (torch.linalg.eigvalsh on one CPU thread, float32 and float64): exact
+    ties — multiplicities 2, 5, n/2 and n of dense rotated spectra, and zero clusters of Gram
+    matrices — formed one cluster for every n measured, 3 … 4000 (n > 200 sparsely: 1 to 12
+    matrices per case): their largest consecutive split was 18 eps · max|λ| (n = 200,
+    multiplicity 200: a margin of only 1.1 for ties of the whole spectrum), at most 13 for
+    multiplicities up to n/2 from n = 400 on. Gaps above the tolerance are kept apart: at
+    n = 100 in float32 anything from ≈ 2.4e-6 · max|λ|; the cycle-graph Laplacian's simple
+    λ_max up to n ≈ 2000 (its gap (2π/n)² is 20 eps · 4 at n = 2033, float32). Beyond, and
+    for solvers less accurate than LAPACK (float32 batched Jacobi on a GPU splits more at
+    large n), choose ``cluster_tol``/``cluster_rtol`` for the problem.
 
     Args:
         eigenvalues: ``(..., n)`` float eigenvalues of each matrix (any order).
@@ -81,7 +109,7 @@ def default_cluster_tol(eigenvalues: Tensor, n: int) -> Tensor:
     if n == 0:
         return eigenvalues.new_zeros(eigenvalues.shape[:-1])
     scale = eigenvalues.abs().amax(dim=-1)
-    return CLUSTER_TOL_FACTOR * eps * math.sqrt(max(n, 16)) * scale
+    return min(CLUSTER_TOL_FACTOR * math.sqrt(max(n, 16)), CLUSTER_TOL_CAP) * eps * scale
 
 
 @dataclass(frozen=True)
@@ -89,7 +117,8 @@ class TieSplit:
     """How far the solver split the copies of exact ties, for one case.
 
     Per seed, over the seed's matrices, in units of ``eps(dtype) · √max(n, 16) · max|λ|`` (the
-    default tolerance is :data:`CLUSTER_TOL_FACTOR` of these units): ``ratios``, the largest
+    default tolerance is :data:`CLUSTER_TOL_FACTOR` of these units up to n = 44, and
+    ``CLUSTER_TOL_CAP / √n`` of them beyond): ``ratios``, the largest
     gap between consecutive computed copies of the tie (what the tolerance must cover), and
     ``spreads``, the largest max − min of the copies.
     """

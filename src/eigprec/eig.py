@@ -2,10 +2,14 @@
 
 ``kth_eigvalsh`` is a drop-in for ``torch.linalg.eigvalsh(A)[..., k]`` that
 
-* computes no eigenvectors when no gradient is needed, and keeps only what the backward pass
-  needs when one is (the k-th eigenvector, or a weighted eigenbasis for the ``"mean"``
-  subgradient); ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's subset
-  driver computes just the one eigenvalue, or the one eigenpair;
+* computes no eigenvectors when no gradient is needed; when one is, it keeps for the backward
+  pass the k-th eigenvector (n numbers per matrix; the weighted eigenbasis, n², for the
+  ``"mean"`` subgradient) and, in eager mode, a reference to ``A`` (no copy: second
+  derivatives recompute the decomposition from it; ``A`` then stays alive until the
+  backward pass, as an intermediate such as ``X + X.mT`` would not otherwise — n² per matrix,
+  what ``torch.linalg.eigvalsh`` keeps in its eigenvectors). A compiled graph keeps the
+  eigenvector alone. ``method=`` chooses how (see :func:`kth_eigvalsh`) — on the CPU LAPACK's
+  subset driver computes just the one eigenvalue, or the one eigenpair;
 * can run on CuPy's batched CUDA eigensolver (a DLPack hand-off without a copy, torch's current
   stream, no host synchronisation; the solver itself overwrites one copy of the batch);
 * returns, where eigenvalues collide and λ_k is not differentiable, an element of the Clarke
@@ -71,7 +75,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from eigprec import _cupy_bridge, _eig_lapack
+from eigprec import _cupy_bridge, _eig_choice, _eig_lapack
 from eigprec._eig_ops import (  # noqa: F401  (_factor_impl, _gradient: shown by the Clarke chapter)
     KthEigvalsh,
     _factor_backward,
@@ -107,6 +111,35 @@ _TORCH_BATCHES_EVERY_N = (2, 12)
 
 
 # --------------------------------------------------------------------------- public entry
+
+
+def _as_index(value: object, name: str) -> int:
+    """``value`` as an int: Python and NumPy integers and 0-d integer tensors, nothing else.
+
+    ``operator.index`` alone also takes a bool tensor (as 1) and one-element tensors of any
+    shape, which would let ``k=torch.tensor(True)`` through where ``k=True`` is refused.
+    """
+    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
+    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
+    if isinstance(value, int | torch.SymInt) and not isinstance(value, bool):
+        return value  # type: ignore[return-value]
+    what = type(value).__name__
+    if isinstance(value, Tensor | np.ndarray):
+        what = f"{what} of shape {tuple(value.shape)} and dtype {value.dtype}"
+        ok = value.ndim == 0 and (
+            value.dtype not in (torch.bool, np.bool_)
+            and not (value.dtype.is_floating_point or value.dtype.is_complex)
+            if isinstance(value, Tensor)
+            else value.dtype.kind in "iu"
+        )
+    else:
+        ok = not isinstance(value, bool | np.bool_) and hasattr(value, "__index__")
+    if not ok:
+        raise TypeError(
+            f"kth_eigvalsh: {name} must be an int (Python or NumPy integer, or a 0-d integer "
+            f"tensor), got {what}"
+        )
+    return operator.index(value)
 
 
 def _validate(
@@ -149,12 +182,7 @@ def _validate(
         raise TypeError(
             f"kth_eigvalsh: A must be float32 or float64 (real symmetric), got {A.dtype}"
         )
-    # Under torch.compile(dynamic=True) k may be symbolic: dynamo calls it an int, and
-    # hasattr(k, "__index__") breaks the graph, so ints are accepted before asking.
-    if not (isinstance(k, int | torch.SymInt) and not isinstance(k, bool)):
-        if isinstance(k, bool | np.bool_) or not hasattr(k, "__index__"):
-            raise TypeError(f"kth_eigvalsh: k must be an int, got {type(k).__name__}")
-        k = operator.index(k)  # numpy integers too, as indexing accepts them
+    k = _as_index(k, "k")
     if not isinstance(lower, bool | np.bool_):  # None or 0 would silently read the upper one
         raise TypeError(f"kth_eigvalsh: lower must be a bool, got {type(lower).__name__}")
     n = A.shape[-1]
@@ -190,9 +218,7 @@ def _validate(
     if steps is not None:
         if method != "inverse_iteration":
             raise ValueError('kth_eigvalsh: steps is only used with method="inverse_iteration"')
-        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
-            raise TypeError(f"kth_eigvalsh: steps must be an int, got {type(steps).__name__}")
-        if not 1 <= operator.index(steps) <= _MAX_STEPS:
+        if not 1 <= _as_index(steps, "steps") <= _MAX_STEPS:
             # Inverse iteration gains a factor gap/shift per step: a few steps suffice, and
             # beyond 2**63 - 1 the custom op's int64 argument overflows.
             raise ValueError(f"kth_eigvalsh: steps must be between 1 and {_MAX_STEPS}, got {steps}")
@@ -274,8 +300,10 @@ def _resolve_backend(backend: str, A: Tensor) -> str:
                 f"({_cupy_bridge.install_hint()})"
             )
         return "cupy"
-    helps = A.shape[-1] > 32 and not _torch_batches_every_n()
-    return "cupy" if A.device.type == "cuda" and helps and _cupy_ok() else "torch"
+    if A.device.type != "cuda" or _torch_batches_every_n():
+        return "torch"
+    batch = math.prod(A.shape[:-2])
+    return "cupy" if _eig_choice.auto_uses_cupy(A.shape[-1], batch) and _cupy_ok() else "torch"
 
 
 def _resolve_method(method: str, A: Tensor, backend: str, subgradient: str, grad: bool) -> str:
@@ -311,11 +339,37 @@ def kth_eigvalsh(
 ) -> Tensor:
     """The k-th smallest eigenvalue of each symmetric matrix in a batch, differentiably.
 
+    Accuracy, relative to ‖A‖₂ (what is measured or provable, per backend):
+
+    * ``"torch"`` on the CPU, and ``method="subset"``: LAPACK's backward-stable drivers, so
+      |λ_k − λ_k(A)| ≤ p(n) · eps · ‖A‖₂ (Weyl's inequality), p(n) a low-degree polynomial;
+      measured ≤ 2.3e-7 in float32 for n ≤ 40 (``python -m eigprec.bench eig --dry-run``).
+      The gradient q qᵀ has the eigenvector's error, ≈ eps · ‖A‖₂ / gap_k (Davis–Kahan): it
+      is accurate only where λ_k is separated from its neighbours.
+    * ``"cupy"`` (cuSOLVER ``syevjBatched``): float32 value errors grow about linearly in n —
+      measured on an H200 (CuPy 14.2) 8.4e-6 (n = 45), 2.05e-5 (100), 1.6e-4 (256) and
+      6.4e-4 (1024) of max|λ|, with eigenvectors far from orthonormal at n = 1024
+      (‖VᵀV − I‖_F = 2.4e-2), which the gradient q qᵀ inherits; float64 Jacobi gave 2e-12.
+      Eigenvalues that miss ‖A‖_F² by more than (4√n + 32) ulps or tr A by more than
+      (3n + 32) ulps of max|λ|, on A scaled to unit largest entry, are returned as NaN; this
+      sees unconverged and independently drifting eigenvalues, not errors equivalent to a
+      small backward perturbation. ``"auto"`` keeps float32 Jacobi to n ≤ 256.
+    * ``"torch"`` on CUDA follows the installed torch: before 2.12, batched Jacobi for n ≤ 32
+      and a per-matrix ``syevd`` above (1.3e-6 of max|λ| at n = 1024, the k-th value 1.9e-8,
+      H200). From torch 2.12 batched ``eigh`` is routed to ``syevjBatched`` for every n
+      (pytorch issue 192483, PR 175403): its float32 results at large n may then carry the
+      Jacobi error above. Not yet measured on a GPU with torch ≥ 2.12; ``python -m
+      eigprec.bench eig`` records it (value error, eigenvector residual and orthogonality per
+      shape).
+    * ``method="inverse_iteration"``: the eigenvalue as its backend's; the eigenvector within
+      ≈ 1e-5 where the relative gap at k is ≥ 1e-3 (float32, n = 45, measured).
+
     Args:
         A: ``(..., n, n)`` real symmetric float32/float64 tensor; only the lower (``lower=True``)
             or upper triangle is read.
         k: index into the ascending eigenvalues, as in ``torch.linalg.eigvalsh(A)[..., k]``;
-            negative values count from the largest (``-1`` is λ_max). Any integer type.
+            negative values count from the largest (``-1`` is λ_max). A Python or NumPy
+            integer or a 0-d integer tensor (not a bool, nor a one-element tensor of any shape).
         lower: read the lower triangle (else the upper); a bool.
         method: how λ_k and, for the gradient, its eigenvector are computed:
             ``"eigh"`` — the exact full decomposition (``torch.linalg.eigvalsh``/``eigh`` or
@@ -331,11 +385,16 @@ def kth_eigvalsh(
             measures faster (``benchmarks/bench_eig.py``); ``"eigh"`` otherwise.
         backend: solver of ``"eigh"`` and of ``"inverse_iteration"``'s eigenvalues: ``"torch"``
             (``torch.linalg``), ``"cupy"`` (CuPy's batched CUDA solver via DLPack on torch's
-            current stream, no host synchronisation) or ``"auto"``, which follows the
-            installed torch: under torch < 2.12, CuPy for CUDA tensors with n > 32 (where
-            torch's ``eigh`` loops over the batch, pytorch issue 175585) when CuPy works, torch
-            otherwise; from torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
-            175403), always torch — the CuPy detour then buys no speed. What ``"cupy"`` still
+            current stream, no host synchronisation) or ``"auto"``, which picks per
+            ``(batch, n)`` a solver whose error is within 10× of the most accurate one's and
+            whose time is within 1.2× of the fastest of those (the rule, checked at every
+            shape of the recorded H100 grid, ``book/data/eig_gpu.json``, by
+            ``tests/test_eig_auto_choice.py``): under torch < 2.12, where torch's ``eigh``
+            loops over a CUDA batch for n > 32 (pytorch issue 175585), CuPy for
+            32 < n ≤ 256, and for 16 < n ≤ 32 from 1,000 matrices on, when CuPy works; torch
+            otherwise — above n = 256 because float32 batched Jacobi loses accuracy there
+            (below). From torch 2.12, whose ``eigh`` batches every n on CUDA (pytorch PR
+            175403), always torch: the CuPy detour then buys no speed. What ``"cupy"`` still
             buys when asked for: no host synchronisation (torch.linalg checks its solver's
             status on the host) and a failed matrix returned as NaN instead of an exception.
         subgradient: which element of the Clarke subdifferential the backward pass returns:
@@ -346,20 +405,21 @@ def kth_eigvalsh(
             independent of the basis the solver picked inside the repeated eigenvalue.
         cluster_tol: largest gap between consecutive eigenvalues of one cluster for
             ``"mean"`` (absolute, in the units of A); default :func:`default_cluster_tol`
-            (3 · eps · √max(n, 16) · max|λ| per matrix: 1.5 times the largest gap rounding
-            was measured to open between copies of an exact tie, below the gaps the solver
-            resolves). What a tolerance ε of your own returns: if the cluster's computed
-            eigenvalues span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient —
-            an average of gradients of λ_k at matrices within spectral distance δ of A (those
-            with the cluster's eigenvalues pulled apart), as in gradient sampling
+            (eps · min(3 √max(n, 16), 20) · max|λ| per matrix: above the largest gap
+            rounding was measured to open between copies of an exact tie, n = 3 … 4000, and
+            below the gaps the solver resolves; its range of validity is stated there).
+            What a tolerance ε of your own returns: if the cluster's computed eigenvalues
+            span δ ≤ (r − 1) · ε, then U Uᵀ / r is a Goldstein δ-subgradient — an average of
+            gradients of λ_k at matrices within spectral distance δ of A (those with the
+            cluster's eigenvalues pulled apart), as in gradient sampling
             (Burke–Lewis–Overton 2005) — and not, in general, a Clarke subgradient at A,
             where λ_k may be differentiable with gradient q qᵀ. A tolerance below the
             default may split an exact tie: the result is then q qᵀ for some q of the tie, a
             Clarke subgradient but not the minimum-norm one.
         cluster_rtol: the same, relative to each matrix's max|λ| (the tolerance is
             ``cluster_rtol · max|λ|`` per batch entry, so one value fits a batch of matrices
-            of different scales; the default is ``3 · eps · √max(n, 16)`` in these units).
-            Give ``cluster_tol`` or ``cluster_rtol``, not both.
+            of different scales; the default is ``eps · min(3 √max(n, 16), 20)`` in these
+            units). Give ``cluster_tol`` or ``cluster_rtol``, not both.
         steps: inverse-iteration steps for ``method="inverse_iteration"`` (default 3, at
             most 1000).
 
@@ -372,8 +432,9 @@ def kth_eigvalsh(
     Raises:
         TypeError: ``A`` not a tensor, sparse, or not float32/float64 (float16/bfloat16, as
             autocast produces: the message says to pass ``A.float()``); ``k``/``steps`` not
-            an int; ``lower`` not a bool (NumPy bools count); ``cluster_tol`` or
-            ``cluster_rtol`` not a real number (Python or NumPy).
+            an int (bools and bool, float or non-0-d tensors included); ``lower`` not a
+            bool (NumPy bools count); ``cluster_tol`` or ``cluster_rtol`` not a real number
+            (Python or NumPy).
         ValueError: ``A`` with fewer than 2 dims or not square; unknown ``method``,
             ``backend`` or ``subgradient``; ``"mean"`` with a method other than "eigh"/"auto";
             ``backend="cupy"`` on a non-CUDA tensor; ``method="subset"`` off the CPU; ``A``

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from eigprec.bench import _record
+from eigprec.bench import _eig_grid, _record
 from eigprec.bench._cupy_status import cupy_solver_status
 from eigprec.bench._record import check_top_level
 from eigprec.eig import kth_eigvalsh
@@ -54,7 +54,9 @@ __all__ = [
     "validate_record",
 ]
 
-SCHEMA = "eigprec.bench.eig/3"
+SCHEMA = "eigprec.bench.eig/4"
+#: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026) and 4.
+SCHEMAS = ("eigprec.bench.eig/3", SCHEMA)
 SIZES = (16, 32, 33, 45, 64, 100)
 BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
@@ -323,6 +325,7 @@ def record(
     max_repeats: int = 10,
     budget_s: float = 240.0,
     per_candidate_s: float = 1.0,
+    grid: Sequence[tuple[int, int]] | None = None,
     _cupy_on_cpu: bool = False,
 ) -> dict[str, Any]:
     """Measure the grid, the stream race, the inverse-iteration trade-off and CuPy's status.
@@ -338,6 +341,9 @@ def record(
         budget_s: seconds for the whole record: the grid gets all but a reserve for the
             sections after it; configurations beyond it are listed as skipped.
         per_candidate_s: timed seconds per candidate and configuration.
+        grid: ``(batch, n)`` shapes of the accuracy grid (default
+            :func:`eigprec.bench._eig_grid.grid_shapes`: n = 8 … 2048, batch = 1 … 4096);
+            it gets the budget left after the timing grid, less a reserve for the rest.
         _cupy_on_cpu: tests only: take the CuPy branches on the CPU (a fake CuPy).
 
     Returns:
@@ -365,7 +371,16 @@ def record(
         k=HEADLINE["k"],
         max_repeats=max_repeats,
         budget_s=per_candidate_s,
-        deadline=start + max(budget_s - 40.0, 0.6 * budget_s),
+        deadline=start + 0.45 * budget_s,
+    )
+    skipped += later
+    accuracy, later = _eig_grid.section(
+        grid,
+        cupy_ok,
+        device=device,
+        max_repeats=max_repeats,
+        per_candidate_s=per_candidate_s,
+        deadline=start + max(budget_s - 40.0, 0.8 * budget_s),
     )
     skipped += later
     main = backends[0]
@@ -408,6 +423,7 @@ def record(
         "targets": TARGETS,
         "grid": rows,
         "sweep": sweep,
+        "accuracy_grid": accuracy,
     }
     if cupy_ok:
         from eigprec.chapters.clarke.speed import stream_race_demo
@@ -469,7 +485,9 @@ def validate_record(record: Any) -> None:
         ...
         ValueError: eig record: missing 'provenance'
     """
-    check_top_level(record, "eig", SCHEMA, _TOP)
+    known = isinstance(record, dict) and record.get("schema") in SCHEMAS
+    check_top_level(record, "eig", record["schema"] if known else SCHEMA, _TOP)
+    _eig_grid.validate_section(record, SCHEMA)
     if record["torch_eigh"].get("torch") != record["provenance"].get("torch"):
         raise ValueError("eig record: torch_eigh.torch differs from provenance.torch")
     for key in _PROVENANCE:
@@ -513,6 +531,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=ints, default=list(BATCHES), help="comma-separated")
     parser.add_argument("--budget", type=float, default=240.0, help="seconds for the record")
     parser.add_argument("--no-sweep", action="store_true", help="headline case only")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="a small record on the CPU (checks the recorder)"
+    )
 
 
 def refusal() -> str | None:
@@ -535,14 +556,17 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or not args.budget > 0:
         print("eigprec.bench eig: --repeats and --budget must be positive", file=sys.stderr)
         return 2
-    reason = refusal()
+    reason = None if getattr(args, "dry_run", False) else refusal()
     if reason is not None:
         print(reason)
         return 2
     sizes, batches = args.sizes, args.batches
     if args.no_sweep:
         sizes, batches = [HEADLINE["n"]], [HEADLINE["batch"]]
-    rec = record(sizes=sizes, batches=batches, max_repeats=args.repeats, budget_s=args.budget)
+    if getattr(args, "dry_run", False):  # the torch parts on the CPU, on small shapes
+        rec = record(**_eig_grid.DRY_RUN)  # type: ignore[arg-type]
+    else:
+        rec = record(sizes=sizes, batches=batches, max_repeats=args.repeats, budget_s=args.budget)
     _record.write_record(rec, args.out)
     report(rec)
     print(f"wrote {args.out}")
@@ -567,11 +591,10 @@ def report(rec: dict[str, Any]) -> None:
             print(f"    fwd+bwd / fwd [{key}]: {x:6.2f}x (target <= 3x)")
     race = rec.get("stream_race")
     if race:
-        print(
-            f"  stream race: naive wrong {race['naive_wrong']}, bridge wrong "
-            f"{race['bridge_wrong']} (of {race['trials']} x {race['batch']})"
-        )
+        print(f"  stream race: naive wrong {race['naive_wrong']}, bridge wrong "
+              f"{race['bridge_wrong']} (of {race['trials']} x {race['batch']})")  # fmt: skip
     for s in rec.get("cupy_solver_status") or []:
         print(f"  syevjBatched n={s['n']}: {s['not_converged']} of {s['batch']} not converged")
+    print(_eig_grid.summary(rec))
     for item in rec["skipped"]:
         print(f"  skipped {item['what']}: {item['why']}")

@@ -377,14 +377,19 @@ def cluster_step_slopes(
 
 
 def chain_rule_counterexamples() -> list[dict[str, Any]]:
-    """Derivatives at t = 0 of two compositions of λ_k whose Clarke set at 0 is a single point.
+    """Derivatives at t = 0 of two functions of λ_k whose Clarke set at 0 is a single point.
 
-    * f(t) = λ₁(diag(t, 0)) − λ₁(diag(−t, 0)) = max(t, 0) − max(−t, 0) = t: f′(0) = 1;
-    * f(t) = λ₁(diag(t, 0, 0)) ≡ 0 (the median of t, 0, 0): f′(0) = 0.
+    * f(t) = λ₁(diag(t, 0)) − λ₁(diag(−t, 0)) = max(t, 0) − max(−t, 0) = t: f′(0) = 1. Each
+      term is λ_max of a 2 × 2, convex and therefore Clarke regular; what fails is the *sum*
+      rule: the second term enters with a minus sign, and −max(−t, 0) = min(t, 0) is not
+      regular (a difference of regular functions need not be), so ∂f(0) ⊆ ∂g(0) − ∂h(0) =
+      [0, 1] − [0, 1] is only an inclusion;
+    * f(t) = λ₁(diag(t, 0, 0)) ≡ 0 (the median of t, 0, 0): f′(0) = 0. Here the eigenvalue
+      itself, the middle one of a 3 × 3, is not Clarke regular at the triple tie, and the
+      chain rule through it is only an inclusion.
 
-    Each λ₁ at t = 0 sits on a tie, and each mode returns a legitimate element of ∂λ₁ there,
-    yet the chain rule assembles a number outside ∂f(0) = {f′(0)}: the Clarke chain rule is
-    only an inclusion for λ_k that are not regular.
+    At t = 0 each λ₁ sits on a tie and each mode returns a legitimate element of ∂λ₁ there,
+    yet autograd assembles a number outside ∂f(0) = {f′(0)}.
 
     Returns:
         One row per function with ``true`` f′(0) and the autograd values of both modes.

@@ -1,0 +1,129 @@
+"""The eig recorder's accuracy-and-time grid and its dry run, on the CPU (issue 33, item 1).
+
+The dry run (``python -m eigprec.bench eig --dry-run``) records the torch parts on small CPU
+shapes; with the fake CuPy the grid also measures ``cupy.syevjBatched`` through the bridge.
+Only the record's layout and its internal consistency are checked here: the rule's verdicts
+on CPU timings say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from eigprec import _eig_choice
+from eigprec.bench import _eig_grid
+from eigprec.bench import eig as bench_eig
+from eigprec.chapters.clarke import speed
+
+from ._fake_cupy import FakeCupy
+from .test_bench_eig_cupy import _fake_gpu
+
+
+@pytest.fixture
+def small_tradeoff(monkeypatch):
+    real = speed.inverse_iteration_tradeoff
+    monkeypatch.setattr(
+        speed,
+        "inverse_iteration_tradeoff",
+        lambda **kw: real(**{**kw, "batch": 24, "n": 12, "k": 6}),
+    )
+
+
+def test_grid_shapes_cover_n_8_to_2048_and_batch_1_to_4096_within_memory():
+    shapes = _eig_grid.grid_shapes()
+    assert {n for _, n in shapes} == set(_eig_grid.GRID_SIZES)
+    assert {b for b, _ in shapes} == set(_eig_grid.GRID_BATCHES)
+    assert (1, 2048) in shapes and (4096, 8) in shapes and (4096, 2048) not in shapes
+    assert all(b * n * n <= _eig_grid.MAX_ELEMENTS for b, n in shapes)
+    costs = [b * n**3 for b, n in shapes]
+    assert costs == sorted(costs)  # cheapest first: a budget cut drops the costliest
+
+
+def test_dry_run_writes_a_valid_record_with_the_accuracy_grid(tmp_path, small_tradeoff, capsys):
+    out = tmp_path / "eig.json"
+    args = argparse.Namespace(
+        out=out, repeats=10, sizes=[8], batches=[2], budget=60.0, no_sweep=False, dry_run=True
+    )
+    assert bench_eig.run(args) == 0
+    rec = json.loads(out.read_text())
+    bench_eig.validate_record(rec)
+    assert rec["schema"] == bench_eig.SCHEMA and rec["provenance"]["device"] == "cpu"
+    grid = rec["accuracy_grid"]
+    assert [(r["batch"], r["n"]) for r in grid["rows"]] == _eig_grid.DRY_RUN["grid"]
+    assert grid["solvers"] == [
+        "torch.eigvalsh",
+        "torch.eigh",
+        "syevd.loop",
+        "kth.auto.value",
+        "kth.auto",
+    ]
+    for row in grid["rows"]:
+        s = row["solvers"]
+        assert set(s) == set(grid["solvers"]) and row["k"] == row["n"] // 3
+        assert s["torch.eigvalsh"]["residual"] is None  # values only
+        for name in ("torch.eigh", "syevd.loop", "kth.auto"):
+            # float32 against float64, ‖A‖-relative: a few eps
+            assert s[name]["value_error"] < 1e-5 and s[name]["residual"] < 1e-5, name
+            assert s[name]["orthogonality"] < 1e-5, name
+        assert row["auto"]["backend"] == "torch"
+        rule_row = {
+            "n": row["n"],
+            "batch": row["batch"],
+            "solvers": {k: v for k, v in s.items() if not k.startswith("kth.auto")},
+        }
+        assert row["acceptable"]["forward"] == _eig_choice.acceptable(rule_row, "forward")
+        assert "torch.eigvalsh" not in row["acceptable"]["train"]  # it gives no eigenvector
+        assert row["auto_meets_rule"]["train"] == _eig_choice.meets_rule(
+            rule_row, s["kth.auto"], "train"
+        )
+    assert "accuracy grid: 3 shapes" in capsys.readouterr().out
+
+
+def test_accuracy_grid_through_the_fake_cupy(monkeypatch, small_tradeoff):
+    _fake_gpu(monkeypatch, FakeCupy())
+    rows, skipped = _eig_grid.measure_accuracy_grid(
+        [(3, 12), (2, 40)],
+        ["torch.eigh", "cupy.syevjBatched", "kth.auto.value", "kth.auto"],
+        device="cpu",
+        max_repeats=1,
+        budget_s=0.01,
+    )
+    assert skipped == []
+    for row in rows:
+        cupy = row["solvers"]["cupy.syevjBatched"]
+        # the fake solves in float64 and rounds: as accurate as LAPACK's float32
+        assert cupy["value_error"] < 1e-6 and cupy["residual"] < 1e-5
+        assert cupy["orthogonality"] < 1e-5
+
+
+def test_a_failed_solver_counts_as_a_full_error():
+    A = torch.eye(3)[None]
+    nan = torch.full((1,), float("nan"))
+    acc = _eig_grid.accuracy(A, 0, (nan, torch.full((1, 3), float("nan")), None))
+    assert acc == {"value_error": 1.0, "residual": 1.0, "orthogonality": 1.0}
+
+
+def test_budget_spent_skips_shapes():
+    rows, skipped = _eig_grid.measure_accuracy_grid(
+        [(1, 8)], ["torch.eigh"], device="cpu", deadline=0.0
+    )
+    assert rows == [] and skipped == [{"what": "accuracy grid batch=1, n=8", "why": "budget spent"}]
+
+
+def test_validate_rows_names_the_bad_field(tmp_path, small_tradeoff):
+    rec = bench_eig.record(**_eig_grid.DRY_RUN)
+    bad = json.loads(json.dumps(rec))
+    bad["accuracy_grid"]["rows"][0]["solvers"]["torch.eigh"]["seconds"] = 0.0
+    with pytest.raises(ValueError, match=r"torch\.eigh time"):
+        bench_eig.validate_record(bad)
+    del bad["accuracy_grid"]
+    with pytest.raises(ValueError, match="accuracy_grid"):
+        bench_eig.validate_record(bad)
+    old = json.loads(json.dumps(rec))
+    old["schema"] = "eigprec.bench.eig/3"
+    del old["accuracy_grid"]
+    bench_eig.validate_record(old)  # the H100 record's schema stays readable

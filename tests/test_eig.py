@@ -485,3 +485,15 @@ def test_cupy_nan_isolation():
     keep = torch.tensor([0, 2, 3], device="cuda")
     torch.testing.assert_close(lam.detach()[keep], kth_eigvalsh(A, 2, backend="torch")[keep])
     assert torch.isfinite(Br.grad[keep]).all()
+
+
+def test_a_bad_argument_under_fullgraph_compile_keeps_its_message_in_the_chain():
+    # Issue 35 item 11: dynamo turns an exception raised while tracing into "Observed
+    # exception"; the refusal is documented, and the message must still reach the user.
+    import traceback
+
+    f = torch.compile(lambda X: kth_eigvalsh(X, 5), fullgraph=True, backend="eager")
+    with pytest.raises(Exception) as info:
+        f(torch.eye(3))
+    text = "".join(traceback.format_exception(info.value))
+    assert "k=5 is out of range for n=3" in text

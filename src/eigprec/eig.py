@@ -60,7 +60,11 @@ What works where (checked in ``tests/test_eig*.py``):
 * ``torch.compile(..., fullgraph=True)``, also with ``dynamic=True`` and ``k`` an argument:
   the work is two ``torch.library.custom_op`` s with fake (meta) kernels, so the graph never
   breaks, forward and backward; a compiled graph runs the op's first-order backward
-  (second derivatives and ``torch.func`` transforms are for eager code).
+  (second derivatives and ``torch.func`` transforms are for eager code). Bad arguments are
+  refused while dynamo traces the call, so with ``fullgraph=True`` the error arrives as
+  dynamo's ``Unsupported: Observed exception``, with this function's message in its chain
+  (``ObservedIndexError: ... k=5 is out of range ...``); call it once uncompiled to see the
+  message alone.
 """
 
 from __future__ import annotations

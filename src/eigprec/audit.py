@@ -363,7 +363,7 @@ def tf32_audit(
     Args:
         rounding: TF32 rounding where TF32 is emulated (``"rna"``: Ampere cuBLAS;
             ``"rne"``: the H100 and H200 measured); None:
-            :func:`eigprec.tf32.default_rounding`.
+            ``eigprec.tf32.default_rounding()``.
         float64_limit: largest cost (multiply-adds of one call) measured against a float64
             reference; larger calls use float32. ``0`` never uses float64.
         only_enabled: audit only the products that the current settings would run in TF32
@@ -505,7 +505,7 @@ def tf32_attribution(
     Args:
         block: the computation; returns the outputs to compare.
         rounding: TF32 rounding (``"rna"``: Ampere cuBLAS; ``"rne"``: the H100 and H200
-            measured); None: :func:`eigprec.tf32.default_rounding`.
+            measured); None: ``eigprec.tf32.default_rounding()``.
         skip: modules whose frames are not "your code" (as in :func:`tf32_audit`).
         depth: how many of your frames identify a site.
 

@@ -346,7 +346,7 @@ def kth_eigvalsh(
     Accuracy, relative to ‖A‖₂ (what is measured or provable, per backend):
 
     * ``"torch"`` on the CPU, and ``method="subset"``: LAPACK's backward-stable drivers, so
-      |λ_k − λ_k(A)| ≤ p(n) · eps · ‖A‖₂ (Weyl's inequality), p(n) a low-degree polynomial;
+      ``|λ_k − λ_k(A)|`` ≤ p(n) · eps · ‖A‖₂ (Weyl's inequality), p(n) a low-degree polynomial;
       measured ≤ 2.3e-7 in float32 for n ≤ 40 (``python -m eigprec.bench eig --dry-run``).
       The gradient q qᵀ has the eigenvector's error, ≈ eps · ‖A‖₂ / gap_k (Davis–Kahan): it
       is accurate only where λ_k is separated from its neighbours.

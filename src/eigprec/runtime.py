@@ -139,7 +139,7 @@ class RuntimeInfo:
         quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
             degeneracy chapter's experiments (one seed, smaller grids).
         tf32_rounding: where TF32 is emulated, the rounding rule calls that name none use
-            (:func:`eigprec.tf32.default_rounding`); None on TF32 hardware.
+            (``eigprec.tf32.default_rounding()``); None on TF32 hardware.
 
     Example:
         >>> info = describe_runtime()

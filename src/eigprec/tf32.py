@@ -160,7 +160,7 @@ def round_tf32(x: torch.Tensor, rounding: str | None = None) -> torch.Tensor:
 
     Args:
         x: float32 tensor.
-        rounding: ``"rna"``, ``"rne"`` or ``"rz"``; None: :func:`default_rounding`
+        rounding: ``"rna"``, ``"rne"`` or ``"rz"``; None: ``eigprec.tf32.default_rounding()``
             (``"rna"`` unless ``EIGPREC_TF32_ROUNDING`` says otherwise).
 
     Returns:
@@ -450,7 +450,7 @@ def emulate_tf32(
         rounding: how operands are rounded to TF32: ``"rna"`` matches the public
             observations of cuBLAS on Ampere GPUs; an H100 (torch 2.11, CUDA 13) recorded
             for the book rounded ties to even, ``"rne"``. The tie rule is the GPU's.
-            None: :func:`default_rounding` (``"rna"`` unless the environment variable
+            None: ``eigprec.tf32.default_rounding()`` (``"rna"`` unless the environment variable
             ``EIGPREC_TF32_ROUNDING`` says otherwise), read when the block is entered.
         force: emulate on devices with real TF32 too.
         convolutions: emulate convolutions; None follows cuDNN's TF32 switch.

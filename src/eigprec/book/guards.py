@@ -250,7 +250,7 @@ def guard_records() -> list[GuardRecord]:
     """The guards checked so far in this process, oldest first (a copy).
 
     Returns:
-        A list of :class:`GuardRecord`.
+        A list of ``GuardRecord`` (name, value, op, bound, margin, exact, passed).
 
     Example:
         >>> guard("x", 1.0, "<", 2.0)

@@ -10,7 +10,7 @@ The library (:mod:`eigprec`) never imports this package.
 
 from eigprec.book.display import markdown_table, note, printed_bound
 from eigprec.book.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
-from eigprec.book.guards import between, check, guard, guard_records
+from eigprec.book.guards import GuardRecord, between, check, guard, guard_records
 from eigprec.book.notebook import glue, load_record, progress, record_dirs
 from eigprec.book.scale import full_scale, quick_scale
 from eigprec.book.source import SourceListing, show_source
@@ -18,6 +18,7 @@ from eigprec.book.source import SourceListing, show_source
 __all__ = [
     "MAX_WIDTH_IN",
     "MIN_FONT_PT",
+    "GuardRecord",
     "SourceListing",
     "between",
     "check",

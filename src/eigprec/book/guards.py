@@ -63,6 +63,12 @@ class GuardRecord:
             where no margin applies (an equality, a yes/no check, an exact bound).
         exact: why the bound is exact and a thin margin is no risk (``""`` if it is not).
         passed: whether the guard held.
+
+    Example:
+        >>> guard("a turn", 88.0, ">", 80.0)
+        >>> record = guard_records()[-1]
+        >>> (record.name, record.passed, round(record.margin, 2))
+        ('a turn', True, 0.1)
     """
 
     name: str
@@ -250,7 +256,7 @@ def guard_records() -> list[GuardRecord]:
     """The guards checked so far in this process, oldest first (a copy).
 
     Returns:
-        A list of ``GuardRecord`` (name, value, op, bound, margin, exact, passed).
+        A list of :class:`GuardRecord`.
 
     Example:
         >>> guard("x", 1.0, "<", 2.0)

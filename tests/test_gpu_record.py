@@ -123,7 +123,7 @@ def stand_in_python(folder: Path, with_torch: bool) -> Path:
     return python
 
 
-ALL_STEPS = "tf32,eig,degeneracy,tests,notebooks:tf32,notebooks:clarke"
+ALL_STEPS = "tf32,eig,ops,degeneracy,tests,notebooks:tf32,notebooks:clarke"
 
 
 def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:

@@ -14,7 +14,7 @@ interpreter). It
 3. checks that ``torch`` imports in that environment (the step fails, and the run with it,
    where it does not), prints and stores the GPU, driver, torch, CUDA and CuPy versions;
 4. runs the steps asked for (``--steps``): the recorders ``python -m eigprec.bench
-   tf32|eig|degeneracy``, the unit suite (JUnit XML and a JSON digest), and chapters with
+   tf32|eig|ops|degeneracy``, the unit suite (JUnit XML and a JSON digest), and chapters with
    nbclient (``notebooks`` for all, ``notebooks:<chapter>`` for one);
 5. leaves at most 8 files in ``--out`` (default ``$OUT`` where set, else
    ``_build/gpu-record``), the most the device machine returns: ``summary.json``,
@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "eigprec.gpu-record/2"
 NO_GPU_EXIT = 3
 #: What a full run does, in this order: recorders first, the slowest parts last.
-STEPS = ("tf32", "eig", "degeneracy", "tests", "notebooks")
+STEPS = ("tf32", "eig", "ops", "degeneracy", "tests", "notebooks")
 #: The chapters ``notebooks:<chapter>`` may name (``book/<chapter>.ipynb``).
 CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))
 #: What the device machine returns from $OUT: at most this many files, two folders down.
@@ -65,13 +65,19 @@ ARCHIVE = "details.tar.gz"
 MAX_OUT_BYTES = 16 * 2**20
 #: Seconds between SIGINT and SIGKILL on time-out (pytest writes its report on SIGINT).
 GRACE_S = 20.0
-RECORDERS = {"tf32": "tf32_gpu.json", "eig": "eig_gpu.json", "degeneracy": "degeneracy_gpu.json"}
+RECORDERS = {
+    "tf32": "tf32_gpu.json",
+    "eig": "eig_gpu.json",
+    "ops": "ops_gpu.json",
+    "degeneracy": "degeneracy_gpu.json",
+}
 #: Most seconds each step may take (less where the overall budget has less left).
 STEP_LIMITS = {
     "install": 150,
     "versions": 60,
     "tf32": 90,
     "eig": 200,
+    "ops": 240,
     "degeneracy": 150,
     "tests": 300,
     "notebooks": 300,
@@ -650,7 +656,7 @@ def record(run: Run, env: dict[str, Any], name: str, last: bool = False) -> None
         return
     out = run.out / "records" / RECORDERS[name]
     cmd = [env["python"], "-m", "eigprec.bench", name, "--out", str(out)]
-    if name in ("eig", "degeneracy"):
+    if name in ("eig", "ops", "degeneracy"):
         cmd += ["--budget", f"{max(limit - RECORDER_MARGIN_S, 5):.0f}"]
     status, rc, log, secs = run.execute(f"record-{name}", cmd, limit=limit, env=env["vars"])
     outputs = [str(out.relative_to(run.out))] if out.is_file() else []

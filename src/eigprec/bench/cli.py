@@ -13,6 +13,7 @@ COMMANDS = {
     "tf32": ("eigprec.bench.tf32", "TF32 rounding, diag(QᵀLQ) at 'high', matmul throughput"),
     "eig": ("eigprec.bench.eig", "kth_eigvalsh (CuPy) vs torch.linalg: speed, stream race"),
     "degeneracy": ("eigprec.bench.degeneracy", "spike experiment at real TF32, remedies' cost"),
+    "ops": ("eigprec.bench.ops", "which float32 operators TF32 changes, from which size"),
 }
 
 

@@ -1,0 +1,86 @@
+"""The TF32 operator-sweep recorder (issue 34, item 1) without a GPU: its comparison logic,
+its refusal, and the dry run's record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from eigprec.bench import ops
+from eigprec.bench.cli import main
+
+
+def _switch_dependent() -> torch.Tensor:
+    # Stands in for a GPU product: the result depends on the matmul TF32 switch.
+    x = torch.ones(4)
+    return x * (1.001 if torch.backends.cuda.matmul.allow_tf32 else 1.0)
+
+
+def test_compare_names_the_setting_that_changes_a_repeatable_result():
+    r = ops.compare(_switch_dependent, lambda: torch.ones(4, dtype=torch.float64), "cpu")
+    assert r["changed"] == ["matmul"]
+    assert r["repeatable"] == {"off": True, "matmul": True, "cudnn": True}
+    assert r["change"]["matmul"] == pytest.approx(1e-3, rel=1e-4)
+    assert r["change"]["off"] == 0.0 and r["change"]["cudnn"] == 0.0
+    assert r["error"]["off"] == 0.0 and r["error"]["matmul"] == pytest.approx(1e-3, rel=1e-4)
+
+
+def test_compare_does_not_call_a_noisy_result_changed():
+    counter = iter(range(100))
+
+    def noisy() -> torch.Tensor:
+        return torch.full((3,), float(next(counter)))
+
+    r = ops.compare(noisy, None, "cpu")
+    assert r["changed"] == [] and not r["repeatable"]["off"]
+    assert r["error"] == {"off": None, "matmul": None, "cudnn": None}
+
+
+def test_compare_restores_both_switches():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    ops.compare(_switch_dependent, None, "cpu")
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_refuses_without_a_gpu_and_writes_nothing(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible: the refusal is for machines without one")
+    out = tmp_path / "ops.json"
+    assert main(["ops", "--out", str(out)]) == 2
+    assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("bad", [["--budget", "0"], ["--limit", "0"]])
+def test_bad_options_are_refused_before_any_work(tmp_path, capsys, bad):
+    out = tmp_path / "ops.json"
+    assert main(["ops", "--out", str(out), "--dry-run", *bad]) == 2
+    assert "must be positive" in capsys.readouterr().err and not out.exists()
+
+
+def test_sweep_refuses_an_empty_size_list():
+    with pytest.raises(ValueError, match="sizes non-empty"):
+        ops.sweep("cpu", sizes=(), budget_s=1.0)
+
+
+def test_dry_run_writes_a_valid_record(tmp_path):
+    out = tmp_path / "ops.json"
+    args = argparse.Namespace(out=str(out), budget=60.0, limit=6, dry_run=True)
+    assert ops.run(args) == 0
+    record = json.loads(out.read_text())
+    ops.validate_record(record)
+    assert record["dry_run"] is True and record["partial"] is False
+    assert [p["probe"] for p in record["probes"]] == list(ops.PROBES)
+    c = record["counts"]
+    assert c["operators"] == 6 and c["measured"] + c["skipped"] + c["failed"] == 6
+    # On the CPU the switches change nothing: no operator, no probe changes.
+    assert c["changed_matmul"] == c["changed_cudnn"] == 0
+    assert all(p["starts_at"] == {"matmul": None, "cudnn": None} for p in record["probes"])
+
+
+def test_validate_record_names_what_is_missing():
+    with pytest.raises(ValueError, match="missing 'probes'"):
+        ops.validate_record({"schema": ops.SCHEMA, "provenance": {}})

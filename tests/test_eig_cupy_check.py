@@ -3,9 +3,10 @@
 ``_unconverged`` decides, from the Frobenius invariant ‖A‖_F² = Σ λ_i², whether eigenvalues
 can be those of the read triangle. It must not square tiny entries (a valid matrix scaled by
 1e-22 in float32 or 1e-160 in float64 came back NaN from ``backend="cupy"`` and ``"auto"``,
-value and gradient), and it must be tight enough to see the drift float32 batched Jacobi
-shows at large n on a GPU (eigenvalue errors ≈ 6.4e-4 · max|λ| at n = 1024), while LAPACK's
-own float32/float64 eigenvalues pass at every size and structure.
+value and gradient), and it must pass what converged float32 batched Jacobi returns on a GPU
+(its eigenvalue errors, up to ≈ 5 n ulps of max|λ|, are its accuracy) while marking an answer
+Jacobi stopped early; LAPACK's own float32/float64 eigenvalues pass at every size and
+structure.
 """
 
 from __future__ import annotations
@@ -83,22 +84,53 @@ def test_lapack_eigenvalues_pass_the_check(dtype, n):
         assert not _cupy_bridge._unconverged(A, w, True).any(), (name, n)
 
 
-@pytest.mark.parametrize("n", [256, 1024])
-def test_check_sees_float32_jacobi_drift_at_large_n(n):
-    # What the review measured for float32 syevjBatched (H200): eigenvalues off by ≈ 5 n ulps
-    # of max|λ| (6.4e-4 at n = 1024, 1.6e-4 at n = 256), not converging any further with more
-    # sweeps. Modelled as independent errors of that size on each eigenvalue of an exact
-    # solution: the check must mark every matrix, where the old test (10 n^1.5 + 100 ulps of
-    # ‖A‖_F², 3.9 % at n = 1024) passed them all. (Such errors mostly cancel in Σ λ²; the
-    # trace sees them.)
-    drift = {256: 1.6e-4, 1024: 6.4e-4}[n]
-    A = _symmetric((4, n, n), torch.float32, seed=n)
+#: float32 syevjBatched's largest eigenvalue error, relative to max|λ|, over 500 random
+#: symmetric matrices (H200, CuPy 14.2, default sweeps: book/data/eig_gpu.json, H200 record of
+#: 27 November 2026, ``cupy_solver_status``); the review measured 1.6e-4 at n = 256 and
+#: 6.4e-4 at n = 1024 (issue 33). More sweeps do not reduce it: it is converged Jacobi.
+JACOBI_DRIFT = {16: 3.37e-6, 32: 5.59e-6, 45: 8.48e-6, 64: 1.23e-5, 100: 1.98e-5, 256: 1.6e-4}
+
+
+@pytest.mark.parametrize("n", sorted(JACOBI_DRIFT))
+def test_converged_float32_jacobi_passes_the_check(n):
+    # On the H200 the trace test (3 n + 32 ulps of max|λ|) marked every converged CuPy
+    # solve of n >= 32 failed (kth_eigvalsh NaN at 8 x 32 ... 4096 x 128 in the accuracy
+    # grid, while cuSOLVER said converged and the eigenvalues were within 2e-5 of float64):
+    # Jacobi's errors, independent per eigenvalue, are its accuracy, not a failure. Modelled
+    # at their recorded size (every eigenvalue off by up to the largest error measured, in
+    # both signs), 500 matrices: none may be marked.
+    drift = JACOBI_DRIFT[n]
+    A = _symmetric((500 if n <= 100 else 64, n, n), torch.float32, seed=n)
     w = torch.linalg.eigvalsh(A.double())
     g = torch.Generator().manual_seed(1)
-    noise = torch.randn(w.shape, generator=g, dtype=torch.float64).clamp(-3, 3)
-    wrong = (w + drift * w.abs().amax(-1, keepdim=True) * noise).float()
-    assert _cupy_bridge._unconverged(A, wrong, True).all()
-    assert not _cupy_bridge._unconverged(A, w.float(), True).any()
+    noise = torch.rand(w.shape, generator=g, dtype=torch.float64) * 2 - 1
+    jacobi = (w + drift * w.abs().amax(-1, keepdim=True) * noise).float()
+    assert not _cupy_bridge._unconverged(A, jacobi, True).any()
+
+
+@pytest.mark.parametrize("n", [16, 40, 100])
+def test_check_marks_jacobi_stopped_after_one_sweep(n):
+    # What the failure test is for (H100, n = 40, one sweep allowed: cuSOLVER said info = 0
+    # and returned unconverged values). One cyclic Jacobi sweep in float64, done here, leaves
+    # off-diagonal mass that no converged answer has: every matrix must be marked.
+    A = _symmetric((8, n, n), torch.float32, seed=n)
+    swept = _one_jacobi_sweep(A.double())
+    w = torch.diagonal(swept, dim1=-2, dim2=-1).sort(-1).values.float()
+    assert _cupy_bridge._unconverged(A, w, True).all()
+
+
+def _one_jacobi_sweep(A: torch.Tensor) -> torch.Tensor:
+    A = A.clone()
+    n = A.shape[-1]
+    for p in range(n - 1):
+        for q in range(p + 1, n):
+            theta = 0.5 * torch.atan2(2 * A[..., p, q], A[..., q, q] - A[..., p, p])
+            c, s = torch.cos(theta)[..., None], torch.sin(theta)[..., None]
+            rp, rq = A[..., p, :].clone(), A[..., q, :].clone()  # rows, then columns
+            A[..., p, :], A[..., q, :] = c * rp - s * rq, s * rp + c * rq
+            cp, cq = A[..., :, p].clone(), A[..., :, q].clone()
+            A[..., :, p], A[..., :, q] = c * cp - s * cq, s * cp + c * cq
+    return A
 
 
 @settings(max_examples=40, deadline=None)

@@ -67,6 +67,17 @@ SUBGRADIENTS = ("eigenvector", "mean")
 TORCH_BATCHES_EVERY_N = (2, 12)
 
 
+def _finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float replaced by None (JSON has no NaN)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 def torch_eigh_batching(version: str | None = None) -> dict[str, Any]:
     """What the installed torch's batched ``eigh`` does on CUDA, for the record and its reader.
 
@@ -567,7 +578,7 @@ def run(args: argparse.Namespace) -> int:
         rec = record(**_eig_grid.DRY_RUN)  # type: ignore[arg-type]
     else:
         rec = record(sizes=sizes, batches=batches, max_repeats=args.repeats, budget_s=args.budget)
-    _record.write_record(rec, args.out)
+    _record.write_record(_finite(rec), args.out)
     report(rec)
     print(f"wrote {args.out}")
     return 0

@@ -134,6 +134,8 @@ def build_architecture(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[
         >>> torch.equal(state, torch.random.get_rng_state()), sorted(batch)
         (True, ['input_ids', 'labels'])
     """
+    if name not in ARCHITECTURES:
+        raise ValueError(f"name must be one of {ARCHITECTURES}, got {name!r}")
     config = _config(name)
     model_class = getattr(_transformers(), _CLASSES_OF[name])
     with torch.random.fork_rng(devices=[]):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,7 @@ LABELS = {
     "gpt2": "GPT-2 (GPT2LMHeadModel)",
     "bert": "BERT (BertForMaskedLM)",
     "vit": "ViT (ViTForImageClassification)",
-    "resnet": "ResNet-18 shape (ResNetForImageClassification)",
+    "resnet": "ResNet (ResNetForImageClassification, laid out as ResNet-18)",
 }
 
 # Small widths so that all four, audited, run in seconds on one CPU core; the depths and
@@ -62,13 +63,29 @@ _VOCAB, _TOKENS, _SEQUENCES = 512, 32, 4
 _IMAGE, _IMAGES, _CLASSES = 32, 8, 10
 
 
+_CLASSES_OF = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "bert": ("BertConfig", "BertForMaskedLM"),
+    "vit": ("ViTConfig", "ViTForImageClassification"),
+    "resnet": ("ResNetConfig", "ResNetForImageClassification"),
+}
+
+
 def _transformers() -> Any:
-    try:
-        import transformers
-    except ImportError as exc:  # the book extra brings it; the library never needs it
-        raise ImportError(
-            'eigprec.chapters.tf32.architectures needs transformers (pip install "eigprec[book]")'
-        ) from exc
+    with warnings.catch_warnings():
+        # transformers imports tqdm.auto (through huggingface_hub) and loads its classes
+        # lazily; tqdm.auto warns in a Jupyter kernel without ipywidgets: noise under a cell.
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        try:
+            import transformers
+        except ImportError as exc:  # the book extra brings it; the library never needs it
+            raise ImportError(
+                "eigprec.chapters.tf32.architectures needs transformers "
+                '(pip install "eigprec[book]")'
+            ) from exc
+        for names in _CLASSES_OF.values():
+            for class_name in names:
+                getattr(transformers, class_name)
     transformers.logging.set_verbosity_error()
     return transformers
 
@@ -100,14 +117,6 @@ def _config(name: str) -> Any:
     raise ValueError(f"name must be one of {ARCHITECTURES}, got {name!r}")
 
 
-_CLASSES_OF = {
-    "gpt2": "GPT2LMHeadModel",
-    "bert": "BertForMaskedLM",
-    "vit": "ViTForImageClassification",
-    "resnet": "ResNetForImageClassification",
-}
-
-
 def build_architecture(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
     """One of :data:`ARCHITECTURES` with random weights, and a batch of random data.
 
@@ -137,7 +146,7 @@ def build_architecture(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[
     if name not in ARCHITECTURES:
         raise ValueError(f"name must be one of {ARCHITECTURES}, got {name!r}")
     config = _config(name)
-    model_class = getattr(_transformers(), _CLASSES_OF[name])
+    model_class = getattr(_transformers(), _CLASSES_OF[name][1])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_class(config)
@@ -524,7 +533,7 @@ class ArchitecturesReport:
             mark = "" if worst.phase == "forward" else "∂ "
             rows.append(
                 {
-                    "model": LABELS[name].split(" (")[0],
+                    "model": _short(name),
                     "parameters": found.parameters,
                     "products": len(found.training) + len(found.evaluation),
                     "worst": worst.norm_error,
@@ -543,8 +552,12 @@ class ArchitecturesReport:
                 q: _median([r["high"][q] for r in runs]) for q in ("logits", "loss", "gradients")
             }
             fp32 = _median([r["float32"]["gradients"] for r in runs])
-            rows.append({"model": LABELS[name].split(" (")[0], **med, "fp32_gradients": fp32})
+            rows.append({"model": _short(name), **med, "fp32_gradients": fp32})
         return rows
+
+
+def _short(name: str) -> str:
+    return LABELS[name].split(" (")[0]
 
 
 def _median(values: list[float]) -> float:

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from eigprec.chapters.tf32 import architectures as arch
+from eigprec.chapters.tf32 import architectures_report as arep
 from eigprec.precision import current_matmul_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,7 @@ def test_product_families(module, op, family):
 @needs_transformers
 def test_doctests():
     assert doctest.testmod(arch).failed == 0
+    assert doctest.testmod(arep).failed == 0
 
 
 @needs_transformers
@@ -126,14 +128,14 @@ def test_effects_compare_high_with_float32_and_float32_with_float64():
 
 @needs_transformers
 def test_highest_for_the_whole_model_removes_the_change_and_restores_the_precision():
-    assert arch.highest_for("gpt2", ("",)) == 0.0  # "" is the model itself
-    assert arch.highest_for("gpt2", ()) > 0.0
+    assert arep.highest_for("gpt2", ("",)) == 0.0  # "" is the model itself
+    assert arep.highest_for("gpt2", ()) > 0.0
     assert current_matmul_precision() == "highest"
 
 
 @needs_transformers
 def test_forward_flops_count_the_output_layer():
-    flops = arch.forward_flops("gpt2")
+    flops = arep.forward_flops("gpt2")
     tokens = 4 * 32
     assert flops["lm_head"] == 2 * tokens * 64 * 512  # (tokens × 64) @ (64 × vocab)
     assert flops[""] == flops["transformer"] + flops["lm_head"]

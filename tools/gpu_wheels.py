@@ -4,11 +4,12 @@ The GPU machines of this project have Python 3.12 with torch (CUDA 13), CuPy, nu
 matplotlib, pytest and hypothesis, and no network. What the book's GPU run needs beyond
 that — nbclient, nbformat, ipykernel and jupyter-client to execute the chapters, PyYAML for
 the test suite, tqdm and Pygments for the package, emerging-optimizers for the degeneracy
-chapter — is resolved here, on a machine with PyPI, for CPython 3.12 on manylinux x86_64,
-pinned to ``requirements.txt``; the packages the GPU machine has already (the preinstalled
-ones and everything they depend on) are left out. The wheels, the eigprec wheel and a
-``manifest.json`` go into one folder (default ``gpu-wheels/``), which must stay under the
-machine's 64 MiB limit on carried files.
+chapter, transformers for the TF32 chapter's four architectures (with its dependencies 26
+MiB of the bundle's 43; 17 without them, 27 November) — is resolved here, on a machine with
+PyPI, for CPython 3.12 on manylinux x86_64, pinned to ``requirements.txt``; the packages the
+GPU machine has already (the preinstalled ones and everything they depend on) are left out.
+The wheels, the eigprec wheel and a ``manifest.json`` go into one folder (default
+``gpu-wheels/``), which must stay under the machine's 64 MiB limit on carried files.
 
 Usage: ``python tools/gpu_wheels.py [--out gpu-wheels]``. Only ``pip`` is needed.
 """
@@ -44,6 +45,7 @@ ROOTS = (
     "pyyaml",
     "tqdm",
     "pygments",
+    "transformers",
 )
 #: Pure-Python packages whose dependencies are torch or each other: carried at their pins
 #: without resolution (resolving torch's CUDA packages for another machine is slow and brittle).

@@ -354,7 +354,7 @@ def kth_eigvalsh(
       measured on an H200 (CuPy 14.2) 8.4e-6 (n = 45), 2.05e-5 (100), 1.6e-4 (256) and
       6.4e-4 (1024) of max|λ|, with eigenvectors far from orthonormal at n = 1024
       (‖VᵀV − I‖_F = 2.4e-2), which the gradient q qᵀ inherits; float64 Jacobi gave 2e-12.
-      Eigenvalues that miss ‖A‖_F² by more than (8n + 64) ulps, on A scaled to unit largest
+      Eigenvalues that miss ‖A‖_F² by more than (32n + 64) ulps, on A scaled to unit largest
       entry, are returned as NaN: a convergence test (an answer Jacobi stopped early fails
       it), not an accuracy test (Jacobi's own drift passes it). ``"auto"`` keeps float32
       Jacobi to n ≤ 256.

@@ -127,3 +127,39 @@ def test_validate_rows_names_the_bad_field(tmp_path, small_tradeoff):
     old["schema"] = "eigprec.bench.eig/3"
     del old["accuracy_grid"]
     bench_eig.validate_record(old)  # the H100 record's schema stays readable
+
+
+def test_eig_record_writes_nan_as_null(tmp_path):
+    # The H200 run of 27 November 2026 measured for 166 s and then lost everything: a NaN in
+    # the record (a solver's failure) and json.dumps(allow_nan=False). Non-finite floats are
+    # written as null.
+    from eigprec.bench import _record
+    from eigprec.bench.eig import _finite
+
+    rec = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "x"}
+    path = _record.write_record(_finite(rec), tmp_path / "r.json")
+    assert json.loads(path.read_text()) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x"}
+
+
+def test_eig_recorder_keeps_what_it_measured_when_interrupted(monkeypatch, tmp_path):
+    # The harness stops a step over its limit with SIGINT. The H200 call of 27 November lost
+    # a 118 s eig record that way (KeyboardInterrupt inside a long shape of the accuracy
+    # grid): the shapes measured must be kept, the rest listed as interrupted.
+    from eigprec.bench import _eig_grid
+    from eigprec.bench import eig as bench_eig
+
+    real = _eig_grid.accuracy
+    calls = {"n": 0}
+
+    def accuracy_then_interrupt(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] > 5:  # one shape has five solvers on the CPU; the second is cut
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_eig_grid, "accuracy", accuracy_then_interrupt)
+    rec = bench_eig.record(**_eig_grid.DRY_RUN)
+    assert len(rec["accuracy_grid"]["rows"]) == 1
+    whys = [s["why"] for s in rec["skipped"]]
+    assert any("interrupted" in w for w in whys), whys
+    assert rec["inverse_iteration"] is None

@@ -84,15 +84,3 @@ def test_dry_run_writes_a_valid_record(tmp_path):
 def test_validate_record_names_what_is_missing():
     with pytest.raises(ValueError, match="missing 'probes'"):
         ops.validate_record({"schema": ops.SCHEMA, "provenance": {}})
-
-
-def test_eig_record_writes_nan_as_null(tmp_path):
-    # The H200 run of 27 November 2026 measured for 166 s and then lost everything: a NaN in
-    # the record (a solver's failure) and json.dumps(allow_nan=False). Non-finite floats are
-    # written as null.
-    from eigprec.bench import _record
-    from eigprec.bench.eig import _finite
-
-    rec = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "x"}
-    path = _record.write_record(_finite(rec), tmp_path / "r.json")
-    assert json.loads(path.read_text()) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x"}

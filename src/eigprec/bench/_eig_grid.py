@@ -68,6 +68,8 @@ DRY_RUN: dict[str, Any] = {
     "per_candidate_s": 0.01,
     "budget_s": 60.0,
 }
+#: Why a shape was not measured when the recorder was stopped (SIGINT) during the grid.
+INTERRUPTED = "interrupted (the step's time limit): the shapes before it were kept"
 _FIELDS = ("seconds", "value_error", "residual", "orthogonality")
 
 Solved = tuple[Tensor, Tensor | None, Tensor | None]
@@ -222,52 +224,73 @@ def measure_accuracy_grid(
     clock = cuda_event_clock if device == "cuda" else perf_counter_clock
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
-    for batch, n in shapes:
+    for i, (batch, n) in enumerate(shapes):
         if deadline is not None and time.monotonic() > deadline:
             skipped.append({"what": f"accuracy grid batch={batch}, n={n}", "why": "budget spent"})
             continue
-        g = torch.Generator().manual_seed(seed)
-        B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
-        A = ((B + B.mT) / 2).to(device)
-        del B
-        k = n // 3
-        here = [s for s in names if s != "syevd.loop" or batch <= LOOP_MAX_BATCH]
-        calls = solvers(A, k, here)
-        with torch.no_grad():
-            measured = {name: accuracy(A, k, fn()) for name, fn in calls.items()}
-
-            def timed(fn: Callable[[], Solved]) -> Callable[[], None]:
-                def call() -> None:
-                    fn()
-
-                return call
-
-            t = time_interleaved(
-                {name: timed(fn) for name, fn in calls.items()},
-                clock=clock,
-                max_repeats=max_repeats,
-                budget_s=budget_s,
-            )
-        entries = {name: {"seconds": float(t[name]["seconds"]), **measured[name]} for name in here}
-        # auto is the policy under test, not a candidate of the rule.
-        candidates = {k2: v for k2, v in entries.items() if not k2.startswith("kth.auto")}
-        row: dict[str, Any] = {"n": n, "batch": batch, "k": k, "dtype": "float32"}
-        row["solvers"] = entries
-        row["auto"] = _auto_solver(A)
-        rule_row = {"n": n, "batch": batch, "solvers": candidates}
-        row["acceptable"] = {
-            phase: _eig_choice.acceptable(rule_row, phase) for phase in ("forward", "train")
-        }
-        row["auto_meets_rule"] = {
-            phase: _eig_choice.meets_rule(rule_row, entries[name], phase)
-            for phase, name in (("forward", "kth.auto.value"), ("train", "kth.auto"))
-            if name in entries
-        }
+        try:
+            row = _measure_shape(batch, n, names, device, seed, clock, max_repeats, budget_s)
+        except KeyboardInterrupt:  # the harness's time limit: keep the shapes measured
+            for b2, n2 in shapes[i:]:
+                what = f"accuracy grid batch={b2}, n={n2}"
+                skipped.append({"what": what, "why": INTERRUPTED})
+            break
         rows.append(row)
-        del A, calls
         if device == "cuda":
             torch.cuda.empty_cache()
     return rows, skipped
+
+
+def _measure_shape(
+    batch: int,
+    n: int,
+    names: Sequence[str],
+    device: str,
+    seed: int,
+    clock: Callable[[Callable[[], None]], float],
+    max_repeats: int,
+    budget_s: float,
+) -> dict[str, Any]:
+    """One row of :func:`measure_accuracy_grid`."""
+    g = torch.Generator().manual_seed(seed)
+    B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
+    A = ((B + B.mT) / 2).to(device)
+    del B
+    k = n // 3
+    here = [s for s in names if s != "syevd.loop" or batch <= LOOP_MAX_BATCH]
+    calls = solvers(A, k, here)
+    with torch.no_grad():
+        measured = {name: accuracy(A, k, fn()) for name, fn in calls.items()}
+
+        def timed(fn: Callable[[], Solved]) -> Callable[[], None]:
+            def call() -> None:
+                fn()
+
+            return call
+
+        t = time_interleaved(
+            {name: timed(fn) for name, fn in calls.items()},
+            clock=clock,
+            max_repeats=max_repeats,
+            budget_s=budget_s,
+        )
+    entries = {name: {"seconds": float(t[name]["seconds"]), **measured[name]} for name in here}
+    # auto is the policy under test, not a candidate of the rule.
+    candidates = {k2: v for k2, v in entries.items() if not k2.startswith("kth.auto")}
+    row: dict[str, Any] = {"n": n, "batch": batch, "k": k, "dtype": "float32"}
+    row["solvers"] = entries
+    row["auto"] = _auto_solver(A)
+    rule_row = {"n": n, "batch": batch, "solvers": candidates}
+    row["acceptable"] = {
+        phase: _eig_choice.acceptable(rule_row, phase) for phase in ("forward", "train")
+    }
+    row["auto_meets_rule"] = {
+        phase: _eig_choice.meets_rule(rule_row, entries[name], phase)
+        for phase, name in (("forward", "kth.auto.value"), ("train", "kth.auto"))
+        if name in entries
+    }
+    del A, calls
+    return row
 
 
 def validate_rows(rows: Any) -> None:

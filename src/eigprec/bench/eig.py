@@ -436,6 +436,16 @@ def record(
         "sweep": sweep,
         "accuracy_grid": accuracy,
     }
+    stopped = any(s["why"] == _eig_grid.INTERRUPTED for s in skipped)
+    if stopped:  # the time limit's SIGINT came during the grid: write what was measured
+        out["stream_race"] = out["cupy_solver_status"] = out["inverse_iteration"] = None
+        skipped.append(
+            {"what": "stream race, solver status, inverse iteration", "why": "interrupted"}
+        )
+        out["skipped"] = skipped
+        out["seconds"] = round(time.monotonic() - start, 1)
+        validate_record(out)
+        return out
     if cupy_ok:
         from eigprec.chapters.clarke.speed import stream_race_demo
 

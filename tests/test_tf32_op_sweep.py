@@ -116,3 +116,28 @@ def test_op_db_sweep_under_the_emulator_and_the_audit():
     assert len(swept) >= MIN_OPERATORS, (len(swept), skipped)
     for name in ("linalg.eigvalsh", "linalg.svdvals", "matmul", "linalg.cholesky", "linalg.qr"):
         assert name in swept
+
+
+def test_the_facts_cover_the_gpu_record():
+    # book/data/ops_gpu.json (python -m eigprec.bench ops, an H200): every op_db operator the
+    # record saw change is emulated or named here, and so is every sized probe family it saw
+    # change at some size; the families it left alone at every size are not listed as changed.
+    import json
+    from pathlib import Path
+
+    from eigprec.chapters.tf32.op_sweep import PROBE_OPS, sweep_summary
+
+    path = Path(__file__).resolve().parents[1] / "book" / "data" / "ops_gpu.json"
+    summary = sweep_summary(json.loads(path.read_text()))
+    assert summary["operators"] >= 300
+    changed = changed_ops()
+    assert set(summary["changed"]) <= changed, set(summary["changed"]) - changed
+    assert set(PROBE_OPS) == {p["probe"] for p in summary["probes"]}
+    for p in summary["probes"]:
+        name = p["op"].split(" ")[0]
+        if p["starts_at"] is not None and name in changed_ops() | {"nn.LSTM"}:
+            continue
+        if p["starts_at"] is not None:
+            raise AssertionError(f"{p['op']} changed from size {p['starts_at']}: not listed")
+        if name in ("linalg.eigvalsh", "linalg.eigh", "linalg.svdvals", "linalg.cholesky"):
+            assert name not in changed, name

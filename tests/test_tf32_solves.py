@@ -59,6 +59,7 @@ def test_emulator_names_solves_with_the_gpus_measured_effect(op):
     message = str(caught[0].message)
     assert "measured on an H200: relative change ~1e-4" in message
     assert "solve 9.9e-5, inv 8.9e-5, solve_triangular 7.0e-5, lu_solve 9.9e-5" in message
+    assert "inv (1.2e-4) and solve_triangular (9.2e-5) changed at n = 1024" in message
 
 
 @pytest.mark.parametrize("op", CHANGED)

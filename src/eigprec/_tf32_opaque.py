@@ -55,10 +55,13 @@ _RNN = (
 )
 
 
-# Measured on an H200 (issue 34): TF32 switch off vs on, each setting repeatable bit for bit.
+# Measured on H200s: TF32 switch off vs on, each setting repeatable bit for bit (issue 34's
+# review; the operator-sweep record book/data/ops_gpu.json, 4 right-hand sides, n <= 1024).
 SOLVE_EFFECT = (
     "measured on an H200: relative change ~1e-4 (solve 9.9e-5, inv 8.9e-5, "
-    "solve_triangular 7.0e-5, lu_solve 9.9e-5)"
+    "solve_triangular 7.0e-5, lu_solve 9.9e-5); in the book's sweep record inv (1.2e-4) and "
+    "solve_triangular (9.2e-5) changed at n = 1024 and not at n <= 256, solve with 4 "
+    "right-hand sides, lu_factor and lu_solve not up to n = 1024"
 )
 _SOLVES = (
     "a solve, inverse or LU factorisation: LAPACK here; on a TF32 GPU a blocked algorithm whose "

@@ -134,10 +134,9 @@ def test_eig_record_writes_nan_as_null(tmp_path):
     # the record (a solver's failure) and json.dumps(allow_nan=False). Non-finite floats are
     # written as null.
     from eigprec.bench import _record
-    from eigprec.bench.eig import _finite
 
     rec = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "x"}
-    path = _record.write_record(_finite(rec), tmp_path / "r.json")
+    path = _record.write_record(_record.finite(rec), tmp_path / "r.json")
     assert json.loads(path.read_text()) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x"}
 
 

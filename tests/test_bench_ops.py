@@ -84,3 +84,17 @@ def test_dry_run_writes_a_valid_record(tmp_path):
 def test_validate_record_names_what_is_missing():
     with pytest.raises(ValueError, match="missing 'probes'"):
         ops.validate_record({"schema": ops.SCHEMA, "provenance": {}})
+
+
+def test_reading_op_db_leaves_torch_backends_flags_settable():
+    # Importing torch's test helpers freezes torch.backends' flags for the whole process
+    # (disable_global_flags); every later test that set a precision switch then failed.
+    ops.op_db_float32("cpu")
+    assert not torch.backends.flags_frozen()
+    from eigprec.precision import _restore, _snapshot
+
+    state = _snapshot()
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False  # raised RuntimeError while frozen
+    finally:
+        _restore(state)

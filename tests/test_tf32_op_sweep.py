@@ -11,9 +11,6 @@ sample fails or differs between two plain runs (random output) are skipped, and 
 from __future__ import annotations
 
 import itertools
-import sys
-import types
-import unittest
 import warnings
 
 import pytest
@@ -22,6 +19,7 @@ from torch.utils._pytree import tree_leaves
 
 from eigprec import NotEmulatedWarning, emulate_tf32, matmul_precision
 from eigprec.audit import tf32_audit
+from eigprec.bench.ops import op_db_float32
 from eigprec.chapters.tf32.op_sweep import SOLVES, changed_ops
 
 SAMPLES_PER_OP = 1
@@ -29,18 +27,8 @@ MIN_OPERATORS = 300
 
 
 def _op_db() -> list:
-    # torch's test helpers import expecttest (a test-only package of torch's own CI) for a
-    # TestCase base class the sweep never uses: stand in for it where it is missing.
-    if "expecttest" not in sys.modules:
-        try:
-            import expecttest  # noqa: F401
-        except ModuleNotFoundError:
-            stand_in = types.ModuleType("expecttest")
-            stand_in.TestCase = unittest.TestCase
-            sys.modules["expecttest"] = stand_in
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return [op for op in op_db if torch.float32 in op.supported_dtypes("cpu")]
+    # (the package's helper: expecttest's stand-in, and torch.backends' flags left unfrozen)
+    return op_db_float32("cpu")
 
 
 def _same(a, b) -> bool:

@@ -4,11 +4,28 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_top_level", "write_record"]
+__all__ = ["check_top_level", "finite", "write_record"]
+
+
+def finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float replaced by None (JSON has no NaN).
+
+    Example:
+        >>> finite({"a": [1.0, float("nan")]})
+        {'a': [1.0, None]}
+    """
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
 
 
 def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:

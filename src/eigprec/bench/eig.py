@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from eigprec.bench import _eig_grid, _record
+from eigprec.bench import _eig_grid, _eig_report, _record
 from eigprec.bench._cupy_status import cupy_solver_status
 from eigprec.bench._record import check_top_level
 from eigprec.eig import kth_eigvalsh
@@ -65,17 +65,6 @@ SUBGRADIENTS = ("eigenvector", "mean")
 #: From this torch release, ``torch.linalg.eigh`` on CUDA reaches cuSOLVER's batched solver
 #: for every n (pytorch PR 175403; before, only for n <= 32: pytorch issue 175585).
 TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-def _finite(x: Any) -> Any:
-    """``x`` with every NaN or infinite float replaced by None (JSON has no NaN)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 def torch_eigh_batching(version: str | None = None) -> dict[str, Any]:
@@ -588,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
         rec = record(**_eig_grid.DRY_RUN)  # type: ignore[arg-type]
     else:
         rec = record(sizes=sizes, batches=batches, max_repeats=args.repeats, budget_s=args.budget)
-    _record.write_record(_finite(rec), args.out)
+    _record.write_record(_record.finite(rec), args.out)
     report(rec)
     print(f"wrote {args.out}")
     return 0
@@ -596,26 +585,4 @@ def run(args: argparse.Namespace) -> int:
 
 def report(rec: dict[str, Any]) -> None:
     """Print the headline, the backward costs, the race and what was skipped."""
-    p = rec["provenance"]
-    print(f"{p['gpu']}: torch {p['torch']} (CUDA {p['cuda']}), CuPy {p['cupy']}")
-    print(f"  {rec['torch_eigh']['note']}")
-    print(f"  CuPy smoke call: {rec['cupy_smoke']}")
-    for row in rec["grid"]:
-        if (row["n"], row["batch"]) != (HEADLINE["n"], HEADLINE["batch"]):
-            continue
-        print(f"  batch {row['batch']} of {row['n']}x{row['n']} float32:")
-        for b, x in row["forward_speedup"].items():
-            print(f"    forward speed-up vs torch.linalg.eigvalsh [{b}]: {x:9.1f}x")
-        for key, x in row["train_speedup"].items():
-            print(f"    fwd+bwd speed-up vs eigh+backward [{key}]: {x:9.1f}x")
-        for key, x in row["train_over_forward"].items():
-            print(f"    fwd+bwd / fwd [{key}]: {x:6.2f}x (target <= 3x)")
-    race = rec.get("stream_race")
-    if race:
-        print(f"  stream race: naive wrong {race['naive_wrong']}, bridge wrong "
-              f"{race['bridge_wrong']} (of {race['trials']} x {race['batch']})")  # fmt: skip
-    for s in rec.get("cupy_solver_status") or []:
-        print(f"  syevjBatched n={s['n']}: {s['not_converged']} of {s['batch']} not converged")
-    print(_eig_grid.summary(rec))
-    for item in rec["skipped"]:
-        print(f"  skipped {item['what']}: {item['why']}")
+    _eig_report.report(rec, HEADLINE)

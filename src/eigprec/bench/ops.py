@@ -339,7 +339,8 @@ def op_db_float32(device: str = "cpu") -> list[Any]:
     """PyTorch's OpInfo entries that support float32 on ``device``.
 
     torch's test helpers import ``expecttest`` (a package of torch's own CI) for a base class
-    this never uses; a stand-in is put in its place where it is missing.
+    this never uses; a stand-in is put in its place where it is missing. They also freeze
+    ``torch.backends``' flags on import; that is undone.
 
     Args:
         device: ``"cpu"`` or ``"cuda"``.
@@ -358,8 +359,14 @@ def op_db_float32(device: str = "cpu") -> list[Any]:
             stand_in = types.ModuleType("expecttest")
             stand_in.TestCase = unittest.TestCase  # type: ignore[attr-defined]
             sys.modules["expecttest"] = stand_in
+    frozen = torch.backends.flags_frozen()
     from torch.testing._internal.common_methods_invocations import op_db
 
+    if torch.backends.flags_frozen() and not frozen:
+        # torch's test helpers call torch.backends.disable_global_flags() when imported, after
+        # which every later torch.backends.<x> = ... in the process raises: undo that.
+        # (torch.backends is a wrapper module: the flag lives in its functions' globals.)
+        torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
     kind = "cuda" if device.startswith("cuda") else "cpu"
     return [op for op in op_db if torch.float32 in op.supported_dtypes(kind)]
 

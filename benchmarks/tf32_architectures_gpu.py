@@ -28,6 +28,7 @@ result = {
     "device": dev,
     "models": {},
 }
+result["emulator_rounding"] = eigprec.tf32.default_rounding()  # rna unless overridden
 print(result["torch"], dev, torch.cuda.get_device_name() if dev == "cuda" else "cpu", flush=True)
 t0 = time.perf_counter()
 for name in arch.ARCHITECTURES:

@@ -79,7 +79,7 @@ class FailureMap:
             ``"damaged"`` (harmed, or turned where the float64 arm did not),
             ``"flag before"`` (steps flagged before the spike), ``"flagged"`` (flagged at
             the spike step or later in the window), ``"first flag"`` (steps after the spike
-            of the first flag, ``None`` if none), ``"R min ratio"`` (the smaller side's
+            of the first flag, ``None`` if none), ``"small-side min ratio"`` (the smaller side's
             factor's smallest λ_min/λ_max over the window, as the monitor reports it).
         config: The arguments of the run.
 
@@ -333,6 +333,7 @@ def failure_map_experiment(
                     fmon._previous = {fork.param: monitor._previous[run.param]}
                     peak, at, turn, first, rmin = -math.inf, 0, 0.0, None, math.inf
                     side = _smaller_side(shape)
+                    # [show:monitor]
                     for j in range(window + 1):
                         loss = _advance(fork, scale if j == 0 else 1.0, tf32)
                         if j > 0 and loss > peak:
@@ -344,6 +345,7 @@ def failure_map_experiment(
                         rmin = min(rmin, getattr(sig, side).eig_min_ratio)
                         if first is None and sig.flagged:
                             first = j
+                    # [/show:monitor]
                     row = {
                         "shape": shape,
                         "lr": lr,
@@ -356,7 +358,7 @@ def failure_map_experiment(
                         "flag before": before,
                         "flagged": first is not None,
                         "first flag": first,
-                        "R min ratio": rmin,
+                        "small-side min ratio": rmin,
                     }
                     if arm == "float64":
                         f64[scale] = row

@@ -59,6 +59,18 @@ def _figures(spike_runs):
             keep=(9,),
         ),
     ]
+    from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
+
+    fmap = failure_map_experiment(
+        [((12, 6), 0.1), ((6, 12), 0.1), ((24, 6), 0.01), ((12, 6), 0.001)],
+        spike_scales=(10.0, 1000.0, 1e4),
+        seeds=(0,),
+        spike_step=12,
+        window=3,
+        turn_steps=2,
+        k=2,
+        batch=16,
+    )
     rot = eigvec_rotation_experiment(n=8, ratios=[0.1, 1.0], trials=2, seed=0)
     yield "rotation", dp.plot_rotation(rot)
     yield "spike angles", dp.plot_spike_angles(spike_runs, ref_step=7, k=2, spike_step=8)
@@ -70,6 +82,7 @@ def _figures(spike_runs):
     yield "transient", tp.plot_transient(trans)
     yield "sensitivity", tp.plot_sensitivity(sens, "REKLS high", "REKLS float64")
     yield "r spectra", tp.plot_r_spectra(t, step=9, reference=t[0])
+    yield "failure map", tp.plot_failure_map(fmap)
 
 
 def test_every_chapter_figure_is_readable_in_the_column(spike_runs):

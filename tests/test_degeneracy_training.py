@@ -141,6 +141,7 @@ def test_docstring_examples_run(module):
 
 
 def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
+    from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
     from eigprec.chapters.degeneracy.mlp import mlp_experiment
     from eigprec.chapters.degeneracy.practice import practice_experiment
     from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
@@ -158,6 +159,10 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
     assert small["cost"]["spike_step"] is None and small["cost"]["steps"] == 200
     assert len(big["sensitivity"]["eps"]) == 9
     assert len(small["mlp"]["seeds"]) >= 5 and big["mlp"]["steps"] > small["mlp"]["steps"]
+    # The failure map: five seeds per cell, at least the four axes of issue 37 at full scale.
+    assert len(small["failure_map"]["seeds"]) >= 5
+    assert len(big["failure_map"]["layers"]) > len(small["failure_map"]["layers"])
+    assert {lr for _, lr in big["failure_map"]["layers"]} == {0.1, 0.01, 0.001}
     # Every key is an argument of the function it is meant for.
     import inspect
 
@@ -168,6 +173,7 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         ("sensitivity", sensitivity_experiment),
         ("practice", practice_experiment),
         ("mlp", mlp_experiment),
+        ("failure_map", failure_map_experiment),
     ):
         assert set(big[name]) <= set(inspect.signature(fn).parameters)
         assert set(small[name]) <= set(inspect.signature(fn).parameters)
@@ -196,7 +202,7 @@ def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
         "sensitivity": inspect.signature(sensitivity_experiment).parameters,
     }
     for name in EXPERIMENTS:
-        if name in ("training", "practice", "mlp"):
+        if name in ("training", "practice", "mlp", "failure_map"):
             assert len(chapter[name]["seeds"]) >= 5 and quick[name]["seeds"] == (0,)
         assert quick[name].get("seeds", (0,)) == chapter[name].get("seeds", (0,))[:1]
         for key in grids.get(name, ()):

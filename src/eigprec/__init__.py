@@ -12,6 +12,7 @@ from .eig import default_cluster_tol, kth_eigvalsh
 from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from .runtime import RuntimeInfo, describe_runtime
 from .soap import REKLS, SOAP, ema_first_weight
+from .soap_monitor import FactorSignals, SOAPMonitor, SOAPSignals
 from .subspace import (
     ClusterAngle,
     cluster_angles,
@@ -44,8 +45,11 @@ __all__ = [
     "AuditReport",
     "BackwardAfterExitWarning",
     "ClusterAngle",
+    "FactorSignals",
     "NotEmulatedWarning",
     "RuntimeInfo",
+    "SOAPMonitor",
+    "SOAPSignals",
     "SiteEffect",
     "cluster_angles",
     "current_matmul_precision",

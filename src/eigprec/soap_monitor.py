@@ -1,4 +1,4 @@
-"""A detector a trainer can run on a SOAP/REKLS optimizer's state (draft for issue 37, item 5).
+"""A detector a trainer can run on a SOAP/REKLS optimizer's state (issue 37, item 5).
 
 The degeneracy chapter's mechanism predicts what reduced-precision damage looks like in
 the optimizer's state: the approximate eigenvalues diag(QᵀFQ) of a factor go negative
@@ -8,9 +8,9 @@ happen to a positive semidefinite factor in exact arithmetic, so :class:`SOAPMon
 reports them per parameter and flags a parameter when one exceeds what the state's own
 dtype could explain (``dim × eps`` relative to the factor's largest eigenvalue).
 
-Not yet part of ``eigprec.__all__``: its thresholds are checked on the chapter's spike
-testbed only (128×64, ×1000, REKLS at 'high' under TF32 emulation against float64);
-their false-positive and false-negative rates on issue 37's map are still to be measured.
+Its false-positive and false-negative rates are measured on the chapter's failure map
+(:mod:`eigprec.chapters.degeneracy.failure_map`, the page "Eigenbasis degeneracy: does
+this apply to me?"): it sees TF32's indefinite factor, not every harm a spike does.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ __all__ = ["FactorSignals", "SOAPMonitor", "SOAPSignals"]
 class FactorSignals:
     """What one Kronecker factor F (L or R) of one parameter shows, with basis Q.
 
+    Returned inside :class:`SOAPSignals` by :meth:`SOAPMonitor.check`.
+
     Attributes:
         negative: How many approximate eigenvalues diag(QᵀFQ) are below 0.
         clamped: How many are below the floor the next KL-Shampoo step clamps them at
@@ -41,6 +43,17 @@ class FactorSignals:
             (NaN at the first check of this parameter).
         tol: The relative tolerance the flags used for this factor.
         finite: Whether every entry of F is finite (the other fields are NaN when not).
+
+    Example:
+        >>> import torch
+        >>> from eigprec import SOAP
+        >>> w = torch.nn.Parameter(torch.zeros(6, 4))
+        >>> opt = SOAP([w], lr=0.1, use_kl_shampoo=True)
+        >>> w.grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+        >>> opt.step()
+        >>> (sig,) = SOAPMonitor(opt).check()
+        >>> sig.R.eig_min_ratio > 0, sig.R.negative  # R of a tall weight: full rank
+        (True, 0)
     """
 
     negative: int
@@ -63,6 +76,17 @@ class SOAPSignals:
         L: Signals of the left factor.
         R: Signals of the right factor.
         reasons: Why it is flagged, one sentence per signal; empty when not flagged.
+
+    Example:
+        >>> import torch
+        >>> from eigprec import SOAP
+        >>> w = torch.nn.Parameter(torch.zeros(6, 4))
+        >>> opt = SOAP([w], lr=0.1, use_kl_shampoo=True)
+        >>> w.grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+        >>> opt.step()
+        >>> (sig,) = SOAPMonitor(opt).check()
+        >>> sig.where, sig.step, sig.flagged, sig.reasons
+        ('parameter 0 of param group 0, shape (6, 4)', 1, False, ())
     """
 
     where: str
@@ -92,6 +116,16 @@ class SOAPMonitor:
 
     The larger factor's own eigenvalues are not flagged: its null half (m > n) is zero in
     exact arithmetic and rounding noise in any other, so its sign says nothing.
+
+    What it sees and misses, measured on the degeneracy chapter's failure map (REKLS on a
+    linear regression, one ×10 to ×10⁴ gradient spike; the page "Eigenbasis degeneracy:
+    does this apply to me?" gives the rates): it flags the runs in which the spike made
+    the smaller factor indefinite, at the spike step, and no run before its spike. It
+    misses harm that comes without an indefinite factor -- float32 at ``'highest'`` after
+    a ×1000 spike at lr 0.1, and most TF32 runs of a 256×64 layer -- and at a small
+    learning rate a flagged run may show no harm in the loss for many steps. Read a flag as
+    "the preconditioner's state is broken", and no flag as "not broken this way", not as
+    "safe".
 
     Args:
         optimizer: A :class:`eigprec.SOAP` (or :class:`eigprec.REKLS`).

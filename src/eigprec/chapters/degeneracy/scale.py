@@ -34,6 +34,7 @@ EXPERIMENTS = (
     "practice",
     "spike",
     "mlp",
+    "failure_map",
 )
 
 
@@ -59,12 +60,13 @@ def experiment_kwargs(
             ``"diagnosis"`` (:func:`~eigprec.chapters.degeneracy.diagnosis.remedy_diagnosis`)
             ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
             fields of the angle experiment) or ``"mlp"``
-            (:func:`~eigprec.chapters.degeneracy.mlp.mlp_experiment`).
+            (:func:`~eigprec.chapters.degeneracy.mlp.mlp_experiment`) or ``"failure_map"``
+            (:func:`~eigprec.chapters.degeneracy.failure_map.failure_map_experiment`).
         full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
         quick: The Colab check's scale: chapter scale with the first seed only (the
-            ``"training"``, ``"practice"`` and ``"mlp"`` experiments; the others run one
-            seed anyway) and two points of the ``"transient"`` and ``"sensitivity"``
-            grids; ``None`` reads :func:`eigprec.book.quick_scale`.
+            ``"training"``, ``"practice"``, ``"mlp"`` and ``"failure_map"`` experiments;
+            the others run one seed anyway) and two points of the ``"transient"`` and
+            ``"sensitivity"`` grids; ``None`` reads :func:`eigprec.book.quick_scale`.
 
     Returns:
         A fresh dict of keyword arguments.
@@ -162,5 +164,23 @@ def _kwargs(experiment: str, big: bool) -> dict[str, Any]:
             "eps": tuple(10.0**-e for e in range(4, 13)),
             "scales": (10.0, 50.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0, 3000.0),
             "window": 30,
+        }
+    if experiment == "failure_map":
+        # Chapter scale: the testbed (128×64, lr 0.1) and one step along each axis the CPU
+        # budget allows: a taller and a wide layer at lr 0.1, lr 0.01 at 128×64. The full
+        # build crosses five shapes with three learning rates and adds spike sizes and seeds.
+        if big:
+            shapes = ((64, 128), (96, 64), (128, 64), (192, 64), (256, 64))
+            return {
+                "layers": tuple((s, lr) for s in shapes for lr in (0.1, 0.01, 0.001)),
+                "spike_scales": (10.0, 100.0, 1000.0, 1e4, 1e5),
+                "seeds": tuple(range(8)),
+                "window": 60,
+            }
+        return {
+            "layers": (((128, 64), 0.1), ((256, 64), 0.1), ((64, 128), 0.1), ((128, 64), 0.01)),
+            "spike_scales": (10.0, 1000.0, 1e4),
+            "seeds": (0, 1, 2, 3, 4),
+            "window": 40,
         }
     return {"methods": ("SOAP", "REKLS")} if big else {}

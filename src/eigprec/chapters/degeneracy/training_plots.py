@@ -1,8 +1,9 @@
 """Figures of the chapter's training, transient, sensitivity and diagnosis experiments.
 
 Each function draws data returned by :mod:`~eigprec.chapters.degeneracy.training`,
-:mod:`~eigprec.chapters.degeneracy.transient` or
-:mod:`~eigprec.chapters.degeneracy.diagnosis`; none runs an experiment. Every panel has a
+:mod:`~eigprec.chapters.degeneracy.transient`,
+:mod:`~eigprec.chapters.degeneracy.diagnosis` or
+:mod:`~eigprec.chapters.degeneracy.failure_map`; none runs an experiment. Every panel has a
 title, labelled axes and a legend (or a colour bar).
 """
 
@@ -15,10 +16,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eigprec.chapters.degeneracy.diagnosis import SpikeTrace
+from eigprec.chapters.degeneracy.failure_map import FailureMap
 from eigprec.chapters.degeneracy.training import TrainingResult
 from eigprec.chapters.degeneracy.transient import SensitivityResult, TransientResult
 
 __all__ = [
+    "plot_failure_map",
     "plot_r_spectra",
     "plot_sensitivity",
     "plot_training",
@@ -219,4 +222,95 @@ def plot_r_spectra(
         ax.set_title(f"Per-eigenvalue ratio to float64 after step {step}")
         ax.legend(fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def plot_failure_map(fmap: FailureMap, arms: Sequence[str] | None = None) -> Figure:
+    """The failure map: one panel per precision arm, a row per layer, a column per spike.
+
+    A cell's colour is the median over seeds of the peak loss after the spike over the
+    float64 run's; its text is how many seeds were harmed (ratio above
+    :data:`~eigprec.chapters.degeneracy.failure_map.HARM_RATIO`) out of how many ran. A cell
+    is outlined where the angle probe disagrees with training in some seed (Q_L turned
+    without harm, or harm without a turn), and marked "!" where
+    :class:`eigprec.SOAPMonitor` missed a damaged seed.
+
+    Args:
+        fmap: A :class:`~eigprec.chapters.degeneracy.failure_map.FailureMap`.
+        arms: Arms to draw (default: every arm but float64, the reference).
+
+    Returns:
+        The figure.
+
+    Raises:
+        KeyError: if an arm was not run.
+
+    Example:
+        >>> from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
+        >>> fm = failure_map_experiment(
+        ...     [((8, 4), 0.1)], spike_scales=(10.0,), arms=("float64", "highest"),
+        ...     seeds=(0,), spike_step=12, window=3, turn_steps=2, k=2,
+        ... )
+        >>> len(plot_failure_map(fm).axes)  # one panel and its colour bar
+        2
+    """
+    summary = fmap.summary()
+    run_arms = list(dict.fromkeys(r["arm"] for r in summary))
+    arms = [a for a in run_arms if a != "float64"] if arms is None else list(arms)
+    for arm in arms:
+        if arm not in run_arms:
+            raise KeyError(f"no arm {arm!r}; have {run_arms}")
+    layers = list(dict.fromkeys((r["shape"], r["lr"]) for r in summary))
+    spikes = list(dict.fromkeys(r["spike"] for r in summary))
+    cell = {(r["shape"], r["lr"], r["spike"], r["arm"]): r for r in summary}
+    rows = {(r["shape"], r["lr"], r["spike"], r["arm"]): [] for r in summary}
+    for r in fmap.rows:
+        rows[(r["shape"], r["lr"], r["spike"], r["arm"])].append(r)
+    height = 1.6 + 0.42 * len(layers)
+    fig, axes = plt.subplots(
+        1, len(arms), figsize=(6.9, height), squeeze=False, sharey=True, layout="constrained"
+    )
+    top = max(2.0, max(np.log10(r["ratio median"]) for r in summary if r["arm"] in arms))
+    image = None
+    for ax, arm in zip(axes[0], arms, strict=True):
+        data = np.array(
+            [[np.log10(cell[(*layer, s, arm)]["ratio median"]) for s in spikes] for layer in layers]
+        )
+        image = ax.imshow(data, cmap="magma_r", aspect="auto", vmin=0, vmax=top)
+        for (i, j), value in np.ndenumerate(data):
+            c = cell[(*layers[i], spikes[j], arm)]
+            runs = rows[(*layers[i], spikes[j], arm)]
+            text = f"{c['harmed']}/{c['seeds']}"
+            if any(r["damaged"] and not (r["flagged"] or r["flag before"]) for r in runs):
+                text += "!"
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if value > 0.55 * top else "black",
+            )
+            if any(r["turned"] != r["harmed"] for r in runs):
+                ax.add_patch(
+                    plt.Rectangle(
+                        (j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ec="C0", lw=1.6, ls="--"
+                    )
+                )
+        ax.set_xticks(range(len(spikes)), [f"×{s:g}" for s in spikes], fontsize=9)
+        ax.set_xlabel("spike size")
+        ax.set_title(arm)
+    axes[0, 0].set_yticks(
+        range(len(layers)), [f"{m}×{n}, lr {lr:g}" for (m, n), lr in layers], fontsize=9
+    )
+    axes[0, 0].set_ylabel("layer (m×n) and learning rate")
+    fig.colorbar(
+        image,
+        ax=axes[0].tolist(),
+        location="bottom",
+        shrink=0.8,
+        label="log₁₀ median peak ratio to float64",
+    )
+    fig.suptitle("Harmed seeds per cell (peak loss > 2× float64's)", fontsize=11)
     return fig

@@ -1,0 +1,170 @@
+"""The failure map of issue 37 (item 1): harm, the angle probe and the monitor, side by side.
+
+Small layers keep these fast; what the map shows at chapter scale is guarded on the page
+(book/degeneracy_details.ipynb, section "A failure map").
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eigprec.chapters.degeneracy import failure_map as fmod
+from eigprec.chapters.degeneracy.failure_map import (
+    ARMS,
+    HARM_RATIO,
+    TURN_DEGREES,
+    FailureMap,
+    failure_map_experiment,
+)
+from eigprec.chapters.degeneracy.training import Regression, Setting, _Trainer
+
+SMALL = {"spike_step": 12, "window": 4, "k": 2, "batch": 16}
+
+
+@pytest.fixture(scope="module")
+def fmap() -> FailureMap:
+    return failure_map_experiment(
+        [((12, 6), 0.1), ((6, 12), 0.1)], spike_scales=(10.0, 1e4), seeds=(0, 1), **SMALL
+    )
+
+
+def test_one_row_per_layer_spike_arm_and_seed_with_float64_the_reference(fmap):
+    assert len(fmap.rows) == 2 * 2 * len(ARMS) * 2
+    assert fmap.config["arms"][0] == "float64"
+    for r in fmap.rows:
+        ref = next(
+            x
+            for x in fmap.rows
+            if (x["shape"], x["lr"], x["spike"], x["seed"], x["arm"])
+            == (r["shape"], r["lr"], r["spike"], r["seed"], "float64")
+        )
+        assert r["ratio"] == pytest.approx(r["peak"] / ref["peak"])
+        assert r["harmed"] == (r["ratio"] > HARM_RATIO)
+        assert r["turned"] == (r["turn"] > TURN_DEGREES)
+        assert r["damaged"] == (r["harmed"] or (r["turned"] and ref["turn"] <= TURN_DEGREES))
+        assert 0.0 <= r["turn"] <= 90.0 + 1e-9
+        assert 1 <= r["peak step"] <= SMALL["window"]
+        if r["arm"] == "float64":
+            assert r["ratio"] == 1.0 and not r["harmed"]
+
+
+def test_the_fork_at_the_spike_is_the_run_without_a_fork():
+    # The prefix is trained once and forked per spike size; a straight run must agree.
+    fm = failure_map_experiment(
+        [((12, 6), 0.1)], spike_scales=(1000.0,), arms=("float64",), seeds=(3,), **SMALL
+    )
+    problem = Regression((12, 6), SMALL["batch"], 1.0, 3)
+    run = _Trainer(Setting("REKLS", dtype=torch.float64), problem, 0.1, 1e-8)
+    losses = [
+        run.advance(1000.0 if k == SMALL["spike_step"] else 1.0)
+        for k in range(SMALL["spike_step"] + SMALL["window"] + 1)
+    ]
+    assert fm.rows[0]["peak"] == pytest.approx(max(losses[SMALL["spike_step"] + 1 :]), rel=1e-12)
+
+
+def test_summary_counts_seeds_and_the_rates_add_up(fmap):
+    summary = fmap.summary()
+    assert len(summary) == len(fmap.cells()) == 2 * 2 * len(ARMS)
+    for c in summary:
+        rows = fmap.cell(c["shape"], c["lr"], c["spike"], c["arm"])
+        assert c["seeds"] == len(rows) == 2
+        assert c["harmed"] == sum(r["harmed"] for r in rows)
+        assert c["ratio min"] <= c["ratio median"] <= c["ratio max"]
+    for against in ("damaged", "harmed"):
+        rates = fmap.detector_rates(against=against)
+        assert rates["positive"] + rates["negative"] == rates["runs"] == len(fmap.rows)
+        assert rates["false +"] <= rates["negative"] and rates["false -"] <= rates["positive"]
+    empty = fmap.detector_rates([])
+    assert math.isnan(empty["false + rate"]) and math.isnan(empty["false - rate"])
+    with pytest.raises(ValueError, match="against"):
+        fmap.detector_rates(against="turned")
+
+
+def test_the_testbed_cell_is_harmed_turned_and_flagged_at_high():
+    # The chapter's testbed (128×64, lr 0.1, ×1000) at 'high' with either rounding rule:
+    # harmed, Q_L turned and the monitor flagged at the spike; float64 clean (one seed).
+    fm = failure_map_experiment(
+        [((128, 64), 0.1)], spike_scales=(1000.0,), seeds=(0,), window=20, turn_steps=3
+    )
+    by_arm = {r["arm"]: r for r in fm.rows}
+    assert not by_arm["float64"]["flagged"] and not by_arm["float64"]["turned"]
+    for arm in ("high rna", "high rne"):
+        r = by_arm[arm]
+        assert r["harmed"] and r["turned"] and r["first flag"] == 0 and r["flag before"] == 0
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("an argument error must be raised before any training")
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    bad=st.sampled_from(
+        [
+            {"layers": []},
+            {"layers": [((12,), 0.1)]},
+            {"layers": [((12, 0), 0.1)]},
+            {"layers": [((12, 6.0), 0.1)]},
+            {"layers": [((12, 6), 0.0)]},
+            {"layers": [((12, 6), math.nan)]},
+            {"layers": [((12, 6), "0.1")]},
+            {"seeds": ()},
+            {"seeds": (-1,)},
+            {"seeds": (1.5,)},
+            {"spike_scales": ()},
+            {"spike_scales": (0.0,)},
+            {"spike_scales": (math.inf,)},
+            {"spike_scales": (True,)},
+            {"arms": ("highest",)},
+            {"arms": ("float64", "medium")},
+            {"method": "Adam"},
+            {"spike_step": 0},
+            {"spike_step": 2.0},
+            {"window": 0},
+            {"turn_steps": 0},
+            {"turn_steps": 6},
+            {"k": 7},
+            {"k": 0},
+            {"eps": 0.0},
+            {"eps": -1e-8},
+            {"batch": 0},
+        ]
+    )
+)
+def test_bad_arguments_are_refused_before_any_training(monkeypatch, bad):
+    monkeypatch.setattr(fmod, "_Trainer", _no_training)
+    kwargs = {"layers": [((12, 6), 0.1)], "seeds": (0,), "spike_step": 12, "window": 4, "k": 2}
+    kwargs.update(bad)
+    with pytest.raises((TypeError, ValueError)) as info:
+        failure_map_experiment(**kwargs)
+    assert str(info.value)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eigprec.chapters.degeneracy import training_plots as tp
+
+    assert doctest.testmod(fmod).failed == 0
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner()
+    for test in finder.find(tp.plot_failure_map, "plot_failure_map", globs=vars(tp).copy()):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries > 0
+    plt.close("all")

@@ -44,9 +44,9 @@ from eigprec.runtime import describe_runtime
 
 __all__ = [
     "PROBES",
+    "ROUNDS",
     "SCHEMA",
     "SETTINGS",
-    "ROUNDS",
     "SIZES",
     "add_arguments",
     "compare",

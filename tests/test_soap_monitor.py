@@ -13,6 +13,7 @@ TF32 run at or after the spike, never before it, and never flag the float64 run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import numpy as np
@@ -185,3 +186,36 @@ def test_bad_arguments_are_refused_with_the_documented_errors(optimizer, tol, li
             assert str(info.value)
         else:
             assert SOAPMonitor(opt, tol=tol, rel_change_limit=limit).check() == []
+
+
+@pytest.mark.parametrize("shape", [(128, 64), (64, 128)], ids=["tall", "wide"])
+def test_full_rank_spectra_skip_only_the_larger_factors_eigenvalues(shape):
+    # The larger factor's eigenvalues never flag (its null half is rounding noise), and its
+    # float64 eigvalsh is most of a check's cost on a tall layer (a 256x256 L: about 2 ms of
+    # the 3 a check takes). spectra="full_rank" skips it: the same flags and reasons, with
+    # NaN for that one field.
+    g = torch.Generator().manual_seed(0)
+    w = torch.nn.Parameter(torch.zeros(shape))
+    opt = REKLS([w], lr=1.0, weight_decay=0.0)
+    every, cheap = SOAPMonitor(opt), SOAPMonitor(opt, spectra="full_rank")
+    larger, smaller = ("L", "R") if shape[0] > shape[1] else ("R", "L")
+    with emulate_tf32():
+        for k in range(SPIKE + 2):
+            grad = torch.randn(shape, generator=g)
+            w.grad = grad * 1000 if k == SPIKE else grad
+            opt.step()
+            (a,), (b,) = every.check(), cheap.check()
+            assert (a.flagged, a.reasons) == (b.flagged, b.reasons)
+            x_all, x_cheap = (dataclasses.astuple(getattr(s, smaller)) for s in (a, b))
+            assert all(x == y or (x != x and y != y) for x, y in zip(x_all, x_cheap, strict=True))
+            skipped, full = getattr(b, larger), getattr(a, larger)
+            assert math.isnan(skipped.eig_min_ratio) and not math.isnan(full.eig_min_ratio)
+            assert skipped.negative == full.negative and skipped.clamped == full.clamped
+    assert a.flagged  # the spike's indefinite smaller factor is still seen
+
+
+@pytest.mark.parametrize("bad", ["full", "", None, 1, "ALL"])
+def test_spectra_other_than_all_or_full_rank_is_refused(bad):
+    w = torch.nn.Parameter(torch.zeros(2, 2))
+    with pytest.raises((TypeError, ValueError), match="spectra"):
+        SOAPMonitor(SOAP([w], lr=0.1), spectra=bad)

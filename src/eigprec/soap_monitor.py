@@ -38,7 +38,8 @@ class FactorSignals:
             (``eps``, or ``eps × max`` with ``eps_mode="relative"``).
         approx_min_ratio: Smallest approximate eigenvalue over the largest (NaN when the
             factor is empty or zero).
-        eig_min_ratio: λ_min(F)/λ_max(F), computed in float64 (NaN when empty or zero).
+        eig_min_ratio: λ_min(F)/λ_max(F), computed in float64 (NaN when empty or zero, or
+            not computed: the larger factor under ``spectra="full_rank"``).
         rel_change: ‖F − F_prev‖_F/‖F‖_F since the previous :meth:`SOAPMonitor.check`
             (NaN at the first check of this parameter).
         tol: The relative tolerance the flags used for this factor.
@@ -106,7 +107,7 @@ class SOAPMonitor:
     """Check a SOAP/REKLS optimizer's factors for the signals of precision damage.
 
     Call :meth:`check` every step or every N steps (it costs one float64 ``eigvalsh`` of
-    each factor). A parameter is flagged when
+    each factor, or of the smaller one with ``spectra="full_rank"``). A parameter is flagged when
 
     * an approximate eigenvalue diag(QᵀFQ) of either factor is below ``−tol × max``, or
     * the factor of the smaller side (R for m > n, L for m < n, both when square), which
@@ -118,7 +119,7 @@ class SOAPMonitor:
     exact arithmetic and rounding noise in any other, so its sign says nothing.
 
     What it sees and misses, measured on the degeneracy chapter's failure map (REKLS on a
-    linear regression, one ×10 to ×10⁴ gradient spike; the page "Eigenbasis degeneracy:
+    linear regression, one gradient spike of ×1000 or more; the page "Eigenbasis degeneracy:
     does this apply to me?" gives the rates): it flags the runs in which the spike made
     the smaller factor indefinite, at the spike step, and no run before its spike. It
     misses harm that comes without an indefinite factor -- float32 at ``'highest'`` after
@@ -134,10 +135,16 @@ class SOAPMonitor:
         rel_change_limit: Flag a factor whose relative change since the previous check
             exceeds this; ``None`` (default) reports the change without flagging it (it is
             large in exact arithmetic too while the factor's EMA warms up).
+        spectra: ``"all"`` (default): λ_min/λ_max of both factors; ``"full_rank"``: of the
+            smaller side's factor only (both when square), the one whose sign is flagged.
+            The flags are the same; the larger factor's ``eig_min_ratio`` is then NaN, and
+            a check of a tall layer costs much less (on a 256×64 weight its 256×256
+            ``eigvalsh`` is most of the check).
 
     Raises:
         TypeError: if ``optimizer`` is not a SOAP, or a limit is not a real number.
-        ValueError: if ``tol`` is negative or a limit is not positive (or is NaN).
+        ValueError: if ``tol`` is negative or a limit is not positive (or is NaN), or
+            ``spectra`` is not ``"all"`` or ``"full_rank"``.
 
     Example:
         >>> import torch
@@ -157,7 +164,10 @@ class SOAPMonitor:
         *,
         tol: float | None = None,
         rel_change_limit: float | None = None,
+        spectra: str = "all",
     ) -> None:
+        if spectra not in ("all", "full_rank") or not isinstance(spectra, str):
+            raise ValueError(f"spectra must be 'all' or 'full_rank', got {spectra!r}")
         if not isinstance(optimizer, SOAP):
             raise TypeError(
                 f"optimizer must be an eigprec SOAP or REKLS, got {type(optimizer).__name__}"
@@ -169,6 +179,7 @@ class SOAPMonitor:
             if rel_change_limit is None
             else check_real("rel_change_limit", rel_change_limit, low=0.0, low_open=True)
         )
+        self.spectra = spectra
         self._previous: dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def check(self) -> list[SOAPSignals]:
@@ -200,9 +211,12 @@ class SOAPMonitor:
                     dim = factor.shape[0]
                     tol = dim * torch.finfo(opt.dtype).eps if self.tol is None else self.tol
                     prev = None if before is None else before[side]
-                    sig = _factor_signals(factor, basis, prev, group["eps"], opt.eps_mode, tol)
-                    signals[key] = sig
                     full_rank_side = dim <= (n if key == "L" else m)
+                    spectrum = self.spectra == "all" or full_rank_side
+                    sig = _factor_signals(
+                        factor, basis, prev, group["eps"], opt.eps_mode, tol, spectrum
+                    )
+                    signals[key] = sig
                     reasons += _reasons(key, sig, full_rank_side, self.rel_change_limit)
                 self._previous[p] = (state["L"].detach().clone(), state["R"].detach().clone())
                 out.append(
@@ -225,6 +239,7 @@ def _factor_signals(
     eps: float,
     eps_mode: str,
     tol: float,
+    spectrum: bool = True,
 ) -> FactorSignals:
     f, q = factor.detach().double(), basis.detach().double()
     if f.numel() == 0:
@@ -234,18 +249,21 @@ def _factor_signals(
     approx = ((q.T @ f) * q.T).sum(dim=1)  # diag(QᵀFQ), as SOAP computes it
     top = approx.max().item()
     floor = eps * top if eps_mode == "relative" and top > 0 else eps
-    eig = torch.linalg.eigvalsh(f)
+    eig = torch.linalg.eigvalsh(f) if spectrum else None
     size = torch.linalg.matrix_norm(f).item()
     change = math.nan
     if previous is not None:
         delta = torch.linalg.matrix_norm(f - previous.double()).item()
         change = delta / size if size > 0 else math.inf
-    largest = eig[-1].item()
+    ratio = math.nan
+    if eig is not None:
+        largest = eig[-1].item()
+        ratio = eig[0].item() / largest if largest > 0 else math.nan
     return FactorSignals(
         negative=int((approx < 0).sum()),
         clamped=int((approx < floor).sum()),
         approx_min_ratio=approx.min().item() / top if top > 0 else math.nan,
-        eig_min_ratio=eig[0].item() / largest if largest > 0 else math.nan,
+        eig_min_ratio=ratio,
         rel_change=change,
         tol=tol,
     )

@@ -320,7 +320,7 @@ def failure_map_experiment(
             tf32 = _tf32(arm)
             with matmul_precision(current_matmul_precision()):
                 run = _Trainer(setting, problem, lr, eps)
-                monitor = SOAPMonitor(run.opt)
+                monitor = SOAPMonitor(run.opt, spectra="full_rank")
                 before = 0
                 for _ in range(spike_step):
                     _advance(run, 1.0, tf32)
@@ -328,7 +328,7 @@ def failure_map_experiment(
                 ref = run.state()["Q_L"].detach().double().clone()
                 for scale in scales:
                     fork = run.fork()
-                    fmon = SOAPMonitor(fork.opt)
+                    fmon = SOAPMonitor(fork.opt, spectra="full_rank")
                     # ‖ΔL‖/‖L‖ at the spike step is the change since the last pre-spike check.
                     fmon._previous = {fork.param: monitor._previous[run.param]}
                     peak, at, turn, first, rmin = -math.inf, 0, 0.0, None, math.inf

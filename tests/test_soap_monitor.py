@@ -191,9 +191,9 @@ def test_bad_arguments_are_refused_with_the_documented_errors(optimizer, tol, li
 @pytest.mark.parametrize("shape", [(128, 64), (64, 128)], ids=["tall", "wide"])
 def test_full_rank_spectra_skip_only_the_larger_factors_eigenvalues(shape):
     # The larger factor's eigenvalues never flag (its null half is rounding noise), and its
-    # float64 eigvalsh is most of a check's cost on a tall layer (a 256x256 L: about 2 ms of
-    # the 3 a check takes). spectra="full_rank" skips it: the same flags and reasons, with
-    # NaN for that one field.
+    # float64 eigvalsh is most of a check's cost on a tall layer (256x64 REKLS state: 5.2 ms
+    # a check with it, 1.9 ms without). spectra="full_rank" skips it: the same flags and
+    # reasons, with NaN for that one field.
     g = torch.Generator().manual_seed(0)
     w = torch.nn.Parameter(torch.zeros(shape))
     opt = REKLS([w], lr=1.0, weight_decay=0.0)

@@ -107,7 +107,8 @@ class SOAPMonitor:
     """Check a SOAP/REKLS optimizer's factors for the signals of precision damage.
 
     Call :meth:`check` every step or every N steps (it costs one float64 ``eigvalsh`` of
-    each factor, or of the smaller one with ``spectra="full_rank"``). A parameter is flagged when
+    each factor, or of the smaller one with ``spectra="full_rank"``). A parameter is
+    flagged when
 
     * an approximate eigenvalue diag(QᵀFQ) of either factor is below ``−tol × max``, or
     * the factor of the smaller side (R for m > n, L for m < n, both when square), which
@@ -119,12 +120,13 @@ class SOAPMonitor:
     exact arithmetic and rounding noise in any other, so its sign says nothing.
 
     What it sees and misses, measured on the degeneracy chapter's failure map (REKLS on a
-    linear regression, one gradient spike of ×1000 or more; the page "Eigenbasis degeneracy:
-    does this apply to me?" gives the rates): it flags the runs in which the spike made
-    the smaller factor indefinite, at the spike step, and no run before its spike. It
-    misses harm that comes without an indefinite factor -- float32 at ``'highest'`` after
-    a ×1000 spike at lr 0.1, and most TF32 runs of a 256×64 layer -- and at a small
-    learning rate a flagged run may show no harm in the loss for many steps. Read a flag as
+    linear regression, one gradient spike, ×1000 and ×10⁴ at chapter scale; the page
+    "Eigenbasis degeneracy: does this apply to me?" gives the rates): it flags the runs in
+    which the spike made the smaller factor indefinite, at the spike step, and no run
+    before its spike. It misses harm that comes without an indefinite factor -- float32
+    at ``'highest'`` after a ×1000 spike at lr 0.1, and most TF32 runs of a 256×64 layer
+    -- and at a small learning rate a flagged run may show no harm in the loss for many
+    steps. Read a flag as
     "the preconditioner's state is broken", and no flag as "not broken this way", not as
     "safe".
 
@@ -138,8 +140,8 @@ class SOAPMonitor:
         spectra: ``"all"`` (default): λ_min/λ_max of both factors; ``"full_rank"``: of the
             smaller side's factor only (both when square), the one whose sign is flagged.
             The flags are the same; the larger factor's ``eig_min_ratio`` is then NaN, and
-            a check of a tall layer costs much less (on a 256×64 weight its 256×256
-            ``eigvalsh`` is most of the check).
+            a check of a tall layer costs much less (REKLS state of a 256×64 weight, one
+            CPU thread: 1.9 ms against 5.2 ms).
 
     Raises:
         TypeError: if ``optimizer`` is not a SOAP, or a limit is not a real number.
@@ -166,7 +168,7 @@ class SOAPMonitor:
         rel_change_limit: float | None = None,
         spectra: str = "all",
     ) -> None:
-        if spectra not in ("all", "full_rank") or not isinstance(spectra, str):
+        if not isinstance(spectra, str) or spectra not in ("all", "full_rank"):
             raise ValueError(f"spectra must be 'all' or 'full_rank', got {spectra!r}")
         if not isinstance(optimizer, SOAP):
             raise TypeError(

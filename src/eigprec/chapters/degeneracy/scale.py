@@ -170,8 +170,9 @@ def _kwargs(experiment: str, big: bool) -> dict[str, Any]:
         # budget allows: a taller and a wide layer at lr 0.1, lr 0.01 at 128×64, spikes of
         # ×1000 and ×10⁴, a 30-step window (the degeneracy pages' 600-s budget; with 40 steps
         # and a ×10 spike as well, every harmed/turned/flagged count on the page came out the
-        # same on an AMD EPYC, at 197 s against about 128 s). The full build crosses five
-        # shapes with three learning rates and adds spike sizes, seeds and a longer window.
+        # same on an AMD EPYC; the map's cell took 192 s then, 114 s now). The full build
+        # crosses five shapes with three learning rates and adds spike sizes, seeds and a
+        # longer window.
         if big:
             shapes = ((64, 128), (96, 64), (128, 64), (192, 64), (256, 64))
             return {

@@ -136,3 +136,40 @@ def test_skipped_modules_are_decided_once_and_alike():
     for _ in range(2):  # the second round is answered from the cache
         assert {m: _audit_mode._skipped(m, skip) for m in cases} == cases
     assert _audit_mode._skipped("torch.nn", ("torchvision",)) is False  # keyed by skip too
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 6),
+    k=st.integers(1, 6),
+    n=st.integers(1, 6),
+    where=st.sampled_from(["none", "a", "b"]),
+    value=st.sampled_from([float("nan"), float("inf"), -float("inf"), 3e38]),
+    seed=st.integers(0, 2**16),
+)
+def test_row_column_scale_reads_nan_free_exactly_when_no_operand_holds_nan(
+    m, k, n, where, value, seed
+):
+    # The audit rounds a GEMM's operands to TF32 without a NaN screen of their own when the
+    # row and column norms read no NaN: that reading must never call an operand with a NaN
+    # NaN-free (inf and huge entries, which overflow the norms, are no NaN).
+    from eigprec._audit_measures import _row_column_scale
+
+    gen = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+    target = {"a": a, "b": b}.get(where)
+    if target is not None:
+        i = int(torch.randint(target.numel(), (1,), generator=gen))
+        target.view(-1)[i] = value
+    _, nan_free = _row_column_scale(a, b)
+    assert nan_free == (not (a.isnan().any() or b.isnan().any()))
+
+
+def test_rounding_without_the_screen_equals_the_screened_rounding_on_nan_free_data():
+    from eigprec.tf32 import _round_bits
+
+    x = randn(64, 64) * torch.logspace(-30, 30, 64)
+    x[0, :3] = torch.tensor([float("inf"), -float("inf"), 0.0])
+    for rounding in ("rna", "rne"):
+        fast = _round_bits(x, rounding, nan_free=True)
+        assert torch.equal(fast.view(torch.int32), _round_bits(x, rounding).view(torch.int32))

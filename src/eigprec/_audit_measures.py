@@ -68,24 +68,37 @@ def _errors(
     return norm_error, entry_error, fp32_error, False
 
 
-def _row_column_scale(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _row_column_scale(
+    a: torch.Tensor, b: torch.Tensor
+) -> tuple[tuple[torch.Tensor, torch.Tensor], bool]:
     # (‖A_i,:‖₂, ‖B_:,j‖₂), whose product is the largest value entry (i, j) of AB could take
     # (Cauchy-Schwarz): an entry's error against it does not alarm on entries near zero by
     # cancellation. Kept as two vectors (the m×n outer product would cost a pass and a copy).
+    # Also returns whether neither operand holds a NaN (a NaN entry makes its row's or
+    # column's norm NaN, and nothing else does): the caller's TF32 rounding then needs no
+    # NaN screen of its own, which would be a pass over each operand.
     rows, cols = _axis_norm(a, -1), _axis_norm(b, -2)
-    if not (_in_range(rows) and _in_range(cols)):
+    (row_lo, row_hi), (col_lo, col_hi) = _extremes(rows), _extremes(cols)
+    nan_free = row_hi == row_hi and col_hi == col_hi
+    if not (_in_range(row_lo, row_hi) and _in_range(col_lo, col_hi)):
         # A square beyond float32's range (entries past ~1e19, or below ~1e-19 with no
         # larger one): in float32 the scale reads inf (the column 0.0) or 0. Float64 holds it.
         rows, cols = _axis_norm(a.double(), -1), _axis_norm(b.double(), -2)
     tiny = torch.finfo(rows.dtype).tiny
-    return rows.clamp_min_(tiny), cols.clamp_min_(tiny)
+    return (rows.clamp_min_(tiny), cols.clamp_min_(tiny)), nan_free
 
 
-def _in_range(norms: torch.Tensor) -> bool:
-    # Whether float32 norms are finite and, where nonzero, not flushed by underflow.
+def _extremes(norms: torch.Tensor) -> tuple[float, float]:
+    # (smallest, largest) of the norms in one reduction; NaN if any is NaN.
     if not norms.numel():
-        return True
-    top, low = float(norms.max()), float(norms.min())
+        return 0.0, 0.0
+    low, top = torch.aminmax(norms)
+    return float(low), float(top)
+
+
+def _in_range(low: float, top: float) -> bool:
+    # Whether float32 norms (smallest, largest) are finite and, where nonzero, not flushed
+    # by underflow.
     if top != top:  # NaN: a row or column with NaN, left out with its entries
         return True
     return math.isfinite(top) and top < 1e18 and (low == 0.0 or low > 1e-18)

@@ -318,12 +318,15 @@ class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
         # so does an op that writes over its own operand (out=, in place), whose result is
         # then not the product of the operands as they were.
         aliased = _overwrites_operand(packet, args, kwargs, operands)
-        clean_fp32 = _len_torch_dispatch_stack() > 0 or _cpu_reduced(device, kind) or aliased
+        reduced = _cpu_reduced(device, kind)
+        clean_fp32 = _len_torch_dispatch_stack() > 0 or reduced or aliased
+        nan_free: tuple[int, ...] = ()  # operands read to hold no NaN
         with _modes_off():
             # What the op reads, before it may write over it.
             side["shapes"] = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
             if packet in _GEMMS:
-                scale = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                scale, no_nan = _row_column_scale(*(args[i] for i in _GEMMS[packet]))
+                nan_free = _GEMMS[packet] if no_nan else ()
                 if packet in (_aten.addbmm, _aten.addbmm_):  # the batch's products are summed
                     scale = ((scale[0] * scale[1]).sum(0), torch.ones((), dtype=scale[0].dtype))
                 side["scale"] = scale
@@ -337,10 +340,14 @@ class AuditMode(_tf32_plain.TF32Mode, TorchDispatchMode):
                     side["fp32" if not enabled else "tf32"] = fn(*args, **kw)
             else:
                 rounded = tuple(
-                    _round_bits(a.detach(), s.rounding) if i in operands else a
+                    _round_bits(a.detach(), s.rounding, nan_free=i in nan_free)
+                    if i in operands
+                    else a
                     for i, a in enumerate(args)
                 )
-                with _ieee_cpu(args[operands[0]], "matmul" if kind == "matmul" else "conv"):
+                # (oneDNN already at IEEE, the common case: no pin to take and put back)
+                pin = _ieee_cpu(args[operands[0]], kind) if reduced else contextlib.nullcontext()
+                with pin:
                     side["tf32"] = fn(*rounded, **kw)
                     if clean_fp32:
                         side["fp32"] = fn(*args, **kw)

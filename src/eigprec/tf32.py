@@ -83,7 +83,9 @@ def _check_dense(func: str, x: torch.Tensor) -> None:
         )
 
 
-def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Tensor:
+def _round_bits(
+    x: torch.Tensor, rounding: str, screen: bool = True, nan_free: bool = False
+) -> torch.Tensor:
     # Rounding the magnitude field of the IEEE pattern as an integer is exact for
     # normal and subnormal numbers alike: a carry out of the mantissa increments the
     # exponent (the next binade, or +-inf past the largest finite value), and the sign
@@ -106,6 +108,10 @@ def _round_bits(x: torch.Tensor, rounding: str, screen: bool = True) -> torch.Te
     # for them and the select runs only when needed (also on inf + -inf, harmlessly).
     # On a GPU that screen would be a host synchronisation, and under torch.func
     # transforms data-dependent control flow is refused, so there the select always runs.
+    # nan_free: the caller has already read that x holds no NaN (the audit, from the
+    # operands' row and column norms): neither the screen nor the select is needed.
+    if nan_free:
+        return result
     if not screen or x.device.type != "cpu" or (x.numel() and math.isnan(float(x.sum()))):
         result = torch.where(torch.isnan(x), x, result)
     return result

@@ -132,9 +132,11 @@ lint: env
 # the cores idle a third of the time or fighting each other: on the 2-core machine, 3
 # workers of one thread took 143-147 s against 181 s for `-n auto` (2 workers of 2
 # threads), 154 s with 4 workers and 170 s with 2; kernels the tests start inherit it.
+# --dist loadgroup: the modules tests/conftest.py groups (SHARED_FIXTURE_MODULES) run on
+# one worker each, so their expensive module fixtures are set up once.
 UNIT_JOBS ?= $$($(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 unit: env
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS) --dist loadgroup
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 # -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;
@@ -150,7 +152,9 @@ strict-book: env
 # network, Colab buttons; then every page in headless Chromium (skipped, saying so,
 # where Chromium is not installed; .ci/run installs it), one screenshot per page: its
 # layout at 1280 px and on a 390-px phone, and axe-core's accessibility rules (vendored
-# in tools/axe-core; serious and critical findings fail, tools/page_axe.py).
+# in tools/axe-core; serious and critical findings fail, tools/page_axe.py). Of Sphinx's
+# source listings (_modules/, one template) the index and the longest are checked so;
+# the others are loaded and checked for load, console and math faults (--every-listing).
 site-check: env
 	$(PY) tools/check_site.py $(BUILD)/html --config _config.yml
 	$(PY) tools/check_browser.py $(BUILD)/html --screenshots $(BUILD)/screenshots \

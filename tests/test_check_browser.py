@@ -443,3 +443,54 @@ def test_main_prints_and_writes_layout(tmp_path, capsys):
     assert check_browser.main([*argv, "--max-code-lines", "151", "--count-listings"]) == 1
     (page,) = json.loads(summary.read_text())
     assert page["layout"]["1280"]["code_lines"] == 160
+
+
+def test_listing_pages_in_full_are_the_index_and_the_longest(tmp_path):
+    pages = {
+        "_modules/index.html": 500,
+        "_modules/pkg/a.html": 3000,
+        "_modules/pkg/b.html": 9000,
+        "_modules/pkg/sub/c.html": 4000,
+        "book/a.html": 99000,
+    }
+    for name, size in pages.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x" * size)
+    chosen = check_browser.listings_in_full(tmp_path, sorted(pages))
+    assert chosen == {"_modules/index.html", "_modules/pkg/b.html"}
+    assert check_browser.listings_in_full(tmp_path, ["book/a.html"]) == set()
+
+
+@pytest.mark.parametrize("every_listing", [False, True])
+def test_other_listings_are_loaded_without_screenshot_layout_or_axe(
+    tmp_path, monkeypatch, every_listing
+):
+    import contextlib
+
+    for name, size in (
+        ("_modules/index.html", 10),
+        ("_modules/a.html", 50),
+        ("_modules/b.html", 90),
+        ("book/x.html", 20),
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("<p>" + "x" * size)
+    loaded, measured = {}, []
+    monkeypatch.setattr(check_browser, "serve", lambda site: contextlib.nullcontext("http://h/"))
+    monkeypatch.setattr(check_browser, "chromium", lambda exe: contextlib.nullcontext(None))
+
+    def fake_page(client, base, page, shots, axe_fail=None):
+        loaded[page] = (shots, axe_fail)
+        return check_browser.PageReport(page=page)
+
+    monkeypatch.setattr(check_browser, "check_page", fake_page)
+    monkeypatch.setattr(check_browser, "check_layout", lambda c, b, r, *a: measured.append(r.page))
+    shots = tmp_path / "shots"
+    reports = check_browser.check_site(tmp_path, shots, "chromium", every_listing=every_listing)
+    assert sorted(r.page for r in reports) == sorted(loaded) and len(loaded) == 4
+    full = (
+        set(loaded) if every_listing else {"_modules/index.html", "_modules/b.html", "book/x.html"}
+    )
+    assert {p for p, (s, axe) in loaded.items() if s == shots and axe == "serious"} == full
+    assert set(measured) == full
+    assert all(loaded[p] == (None, None) for p in set(loaded) - full)

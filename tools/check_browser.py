@@ -14,6 +14,12 @@ other host, so the check also proves the site works offline. A page fails on:
   in ``tools/axe-core``; light theme, and the dark theme's colour contrast):
   ``page_axe.py`` says which rules run.
 
+Sphinx's source listings (``_modules/``, one page per module the API page documents,
+all one template filled with highlighted code) are checked in full on two pages: their
+index and the longest listing; the others are loaded and checked for the faults above
+but not screenshot, measured or graded by axe-core (``--every-listing`` checks them all
+in full; on the 2-core machine the 19 listings took 107 of the check's 196 s).
+
 A full-page screenshot of each page is saved (``--screenshots``) and a summary per
 page (images, figures, rendered formulas, accessibility) is printed and written as JSON.
 
@@ -146,6 +152,21 @@ def site_pages(site: Path) -> list[str]:
             continue
         pages.append(rel)
     return pages
+
+
+def listings_in_full(site: Path, pages: list[str]) -> set[str]:
+    """The source-listing pages (``_modules/``) checked in full: their index and the longest.
+
+    Every listing page is the same Sphinx template around one module's highlighted source,
+    so the longest one (the most code to lay out) stands for the rest, and the index for
+    the pages that list rather than show code.
+    """
+    listings = [p for p in pages if p.startswith("_modules/")]
+    chosen = {p for p in listings if p == "_modules/index.html"}
+    code = [p for p in listings if p not in chosen]
+    if code:
+        chosen.add(max(code, key=lambda p: ((site / p).stat().st_size, p)))
+    return chosen
 
 
 def _console_problems(events: list[dict], base_url: str) -> list[str]:
@@ -334,8 +355,12 @@ def check_site(
     budget: LayoutBudget | None = None,
     chapters: set[str] | None = None,
     axe_fail: str | None = "serious",
+    every_listing: bool = False,
 ) -> list[PageReport]:
     """Check every page of ``site`` (and its search); returns one report per page.
+
+    Source-listing pages other than :func:`listings_in_full`'s are only loaded and checked
+    for load, console, image and math faults, unless ``every_listing``.
 
     Each page's layout is measured at every width in ``widths``; the first is held to
     ``budget``'s desktop limits, the others to its phone limits (none are enforced if
@@ -351,10 +376,14 @@ def check_site(
         missing = chapters - {Path(p).stem for p in pages}
         if missing:
             raise SystemExit(f"--chapters names pages the site lacks: {sorted(missing)}")
+    in_full = None if every_listing else listings_in_full(site, pages)
     reports = []
     with serve(site) as base_url, chromium(executable) as client:
         for page in pages:
             target = redirect_target(site, page)
+            if in_full is not None and page.startswith("_modules/") and page not in in_full:
+                reports.append(check_page(client, base_url, page, None, None))
+                continue
             if target is None:
                 report = check_page(client, base_url, page, shots, axe_fail)
                 if Path(page).name not in NOT_MEASURED:
@@ -435,6 +464,12 @@ def main(argv: list[str] | None = None) -> int:
         help="count highlighted listings (show_source output) as code lines, besides cells",
     )
     parser.add_argument(
+        "--every-listing",
+        action="store_true",
+        help="check every source-listing page (_modules/) in full, not only the index and "
+        "the longest",
+    )
+    parser.add_argument(
         "--axe-fail",
         choices=(*IMPACTS, "off"),
         default="serious",
@@ -474,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         budget=budget,
         chapters=args.chapters,
         axe_fail=None if args.axe_fail == "off" else args.axe_fail,
+        every_listing=args.every_listing,
     )
     for r in reports:
         status = "ok  " if r.ok else "FAIL"

@@ -132,11 +132,11 @@ lint: env
 # the cores idle a third of the time or fighting each other: on the 2-core machine, 3
 # workers of one thread took 143-147 s against 181 s for `-n auto` (2 workers of 2
 # threads), 154 s with 4 workers and 170 s with 2; kernels the tests start inherit it.
-# --dist loadgroup: the modules tests/conftest.py groups (SHARED_FIXTURE_MODULES) run on
-# one worker each, so their expensive module fixtures are set up once.
+# (--dist loadgroup does not group here: with pytest 9.2 xdist 3.8 never tags the test
+# ids, and each test became its own scope: 343 s against 276 s for the default.)
 UNIT_JOBS ?= $$($(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 unit: env
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS) --dist loadgroup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS)
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 # -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;

@@ -143,30 +143,6 @@ def notebook(cells: list[str], first: list[dict] | None = None) -> dict:
     }
 
 
-# Modules whose module-scoped fixture costs seconds to tens of seconds (a headless Chromium
-# session over a fixture site, a built book, a recorded run): `make unit` runs pytest-xdist
-# with --dist loadgroup, and each of these is one group, so its fixture is set up once on
-# one worker rather than once on every worker that draws one of its tests (the browser
-# fixture alone took 51-54 s on each of two workers on the 2-core machine).
-SHARED_FIXTURE_MODULES = frozenset(
-    {
-        "test_check_browser",
-        "test_offline_book",
-        "test_bench_eig",
-        "test_degeneracy_transient",
-        "test_gpu_record",
-    }
-)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        name = item.module.__name__.rpartition(".")[2] if item.module else ""
-        if name in SHARED_FIXTURE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(name))
-
-
 @pytest.fixture(scope="session")
 def book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -58,13 +58,16 @@ def _run(call):
 @pytest.fixture
 def no_test_case_lookup(monkeypatch):
     # op_db's sample_inputs looks for a unittest.TestCase in the caller's stack (for
-    # per-sample skips) with inspect.stack(), which resolves the module of every frame:
-    # under pytest that walk was most of the sweep (86 s; 9 s without it). No frame here is
-    # a TestCase, so the walk always finds nothing; answer that at once.
+    # per-sample skips, and to track the sample it hands out) with inspect.stack(), which
+    # resolves the module of every frame against every loaded module: under pytest that
+    # walk was most of the sweep (86 s in `make unit`; 9 s without it). No frame here is a
+    # TestCase, so the walk always finds nothing; answer that at once.
     _op_db()  # (imports op_db with its stand-ins first)
+    from torch.testing._internal import common_utils
     from torch.testing._internal.opinfo import core
 
-    monkeypatch.setattr(core, "extract_test_fn", lambda: None)
+    for module in (core, common_utils):
+        monkeypatch.setattr(module, "extract_test_fn", lambda: None)
 
 
 @pytest.mark.slow

@@ -129,6 +129,7 @@ def _no_training(*args, **kwargs):
             {"arms": ("highest",)},
             {"arms": ("float64", "medium")},
             {"method": "Adam"},
+            {"remedy": "float16 everything"},
             {"spike_step": 0},
             {"spike_step": 2.0},
             {"window": 0},
@@ -149,6 +150,18 @@ def test_bad_arguments_are_refused_before_any_training(monkeypatch, bad):
     with pytest.raises((TypeError, ValueError)) as info:
         failure_map_experiment(**kwargs)
     assert str(info.value)
+
+
+def test_a_remedy_changes_every_arm_but_the_float64_reference():
+    # The remedy's map keeps the plain float64 run as the reference of every ratio, so its
+    # ratios compare the remedied run with the same float64 peak as the plain map's.
+    kw = {"spike_scales": (1e4,), "arms": ("float64", "high rne"), "seeds": (0,), **SMALL}
+    plain = failure_map_experiment([((12, 6), 0.1)], **kw)
+    fixed = failure_map_experiment([((12, 6), 0.1)], remedy="relative eps", **kw)
+    assert fixed.config["remedy"] == "relative eps" and plain.config["remedy"] == "none"
+    by = {m: {r["arm"]: r for r in fm.rows} for m, fm in (("plain", plain), ("fixed", fixed))}
+    assert by["fixed"]["float64"]["peak"] == by["plain"]["float64"]["peak"]
+    assert by["fixed"]["high rne"]["peak"] != by["plain"]["high rne"]["peak"]
 
 
 def test_docstring_examples():

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from eigprec._args import check_int, check_real
-from eigprec.chapters.degeneracy.training import Regression, Setting, _Trainer
+from eigprec.chapters.degeneracy.training import REMEDIES, Regression, Setting, _Trainer
 from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap_monitor import SOAPMonitor
 from eigprec.subspace import subspace_angle
@@ -220,6 +220,7 @@ def failure_map_experiment(
     arms: Sequence[str] = tuple(ARMS),
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     method: str = "REKLS",
+    remedy: str = "none",
     spike_step: int = 50,
     window: int = 40,
     turn_steps: int = 5,
@@ -237,6 +238,9 @@ def failure_map_experiment(
         arms: Keys of :data:`ARMS`; ``"float64"`` must be among them (the reference).
         seeds: Problem seeds (W*, batches; explicit ``torch.Generator`` seeds).
         method: ``"REKLS"`` or ``"SOAP"`` (KL-Shampoo factor updates).
+        remedy: A key of :data:`~eigprec.chapters.degeneracy.training.REMEDIES`, applied to
+            every arm but float64, which stays the plain reference: the map of a remedy on
+            the cells where the plain optimizer fails.
         spike_step: 0-based step whose gradient is scaled, ≥ 1.
         window: Steps after the spike step over which the peak is taken, ≥ 1.
         turn_steps: Steps from the spike on over which the largest turn is taken, in
@@ -251,7 +255,7 @@ def failure_map_experiment(
 
     Raises:
         TypeError: on a count that is not an int, or a number that is not real.
-        ValueError: on an unknown arm or method, no float64 arm, empty lists, or a size,
+        ValueError: on an unknown arm, method or remedy, no float64 arm, empty lists, or a size,
             step or window out of range (all before any training).
 
     Example:
@@ -280,6 +284,8 @@ def failure_map_experiment(
     arms = ["float64"] + [a for a in arms if a != "float64"]
     if method not in ("SOAP", "REKLS"):
         raise ValueError(f"method must be 'SOAP' or 'REKLS', got {method!r}")
+    if remedy not in REMEDIES:
+        raise ValueError(f"remedy must be one of {sorted(REMEDIES)}, got {remedy!r}")
     scales = [check_real("spike scale", s, low=0.0, low_open=True) for s in spike_scales]
     seeds = [check_int("seed", s, low=0) for s in seeds]
     spike_step = check_int("spike_step", spike_step, low=1)
@@ -300,6 +306,7 @@ def failure_map_experiment(
             "arms": tuple(arms),
             "seeds": tuple(seeds),
             "method": method,
+            "remedy": remedy,
             "spike_step": spike_step,
             "window": window,
             "turn_steps": turn_steps,
@@ -316,7 +323,9 @@ def failure_map_experiment(
         f64: dict[float, dict[str, Any]] = {}
         for arm in arms:
             prec, dtype, _ = ARMS[arm]
-            setting = Setting(method, prec, dtype=dtype)
+            setting = Setting(
+                method, prec, dtype=dtype, remedy="none" if arm == "float64" else remedy
+            )
             tf32 = _tf32(arm)
             with matmul_precision(current_matmul_precision()):
                 run = _Trainer(setting, problem, lr, eps)

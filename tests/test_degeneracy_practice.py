@@ -206,3 +206,57 @@ def test_training_and_practice_give_the_separate_experiments_numbers():
         assert torch.equal(train.losses[label], curves), label
     for label, curves in ref_p.losses.items():
         assert torch.equal(prac.losses[label], curves), label
+
+
+def _recipe_runs(init: float, eps: float, steps: int = 6):
+    # The same gradients through GramStartSOAP, EMAEigvalSOAP and KLRecipeSOAP (REKLS).
+    from eigprec.chapters.degeneracy.kl_methods import GramStartSOAP, KLRecipeSOAP
+
+    gen = torch.Generator().manual_seed(3)
+    grads = [torch.randn(12, 6, generator=gen, dtype=torch.float64) for _ in range(steps)]
+    out = {}
+    for cls in (GramStartSOAP, EMAEigvalSOAP, KLRecipeSOAP):
+        w = torch.nn.Parameter(torch.zeros(12, 6, dtype=torch.float64))
+        kw = {"init": init} if cls is not GramStartSOAP else {}
+        opt = cls(
+            [w], lr=0.0, eps=eps, use_kl_shampoo=True, use_eigh=True, dtype=torch.float64, **kw
+        )
+        states = []
+        for g in grads:
+            w.grad = g.clone()
+            opt.step()
+            states.append({k: v.clone() for k, v in opt.state[w].items() if torch.is_tensor(v)})
+        out[cls.__name__] = states
+    return out
+
+
+def test_kl_recipe_starts_with_the_gram_step_then_keeps_ema_estimates():
+    runs = _recipe_runs(init=0.1, eps=1e-8)
+    recipe, gram = runs["KLRecipeSOAP"], runs["GramStartSOAP"]
+    for key in ("L", "R"):  # step 1: the Gram start, exactly
+        assert torch.equal(recipe[0][key], gram[0][key])
+    assert "lam_L" in recipe[-1] and (recipe[-1]["lam_L"] >= 0).all()
+    assert not torch.allclose(recipe[-1]["L"], gram[-1]["L"])  # then the EMA estimator
+
+
+def test_kl_recipe_floors_estimates_at_the_authors_cap_as_well_as_eps():
+    from eigprec.chapters.degeneracy.kl_methods import KLRecipeSOAP, kl_methods_floor
+
+    w = torch.nn.Parameter(torch.zeros(12, 6))
+    opt = KLRecipeSOAP([w], lr=0.1, eps=1e-8)
+    assert opt._floor(12, 1e-8) == kl_methods_floor(12) == 1 / 144
+    assert opt._floor(12, 1.0) == 1.0
+    plain = EMAEigvalSOAP([w], lr=0.1, eps=1e-8)
+    assert plain._floor(12, 1e-8) == 1e-8
+    # With estimates started far below the cap, the cap is what whitens: the recipe's
+    # second factor update differs from the EMA class's, whose floor is eps alone.
+    runs = _recipe_runs(init=1e-6, eps=1e-12, steps=3)
+    assert not torch.allclose(runs["KLRecipeSOAP"][2]["L"], runs["EMAEigvalSOAP"][2]["L"])
+
+
+def test_kl_recipe_refuses_a_bad_init():
+    from eigprec.chapters.degeneracy.kl_methods import KLRecipeSOAP
+
+    w = torch.nn.Parameter(torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="init"):
+        KLRecipeSOAP([w], lr=0.1, init=-1.0)

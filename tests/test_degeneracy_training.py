@@ -42,7 +42,9 @@ def test_chapter_settings_cover_every_remedy_once_per_method():
     settings = chapter_settings(["REKLS"])
     labels = [s.label for s in settings]
     assert len(labels) == len(set(labels))
-    assert {s.remedy for s in settings} == set(REMEDIES)
+    # Every remedy but the authors' full recipe, which only the failure map's remedy runs use
+    # (the pages' settings, and so their CPU time, stay as they were).
+    assert {s.remedy for s in settings} == set(REMEDIES) - {"KL-Shampoo recipe"}
     assert "REKLS highest/high" in labels and "REKLS float64" in labels
 
 

@@ -25,7 +25,13 @@ import torch
 
 from eigprec.soap import SOAP
 
-__all__ = ["ClampedEigvalSOAP", "EMAEigvalSOAP", "GramStartSOAP", "kl_methods_floor"]
+__all__ = [
+    "ClampedEigvalSOAP",
+    "EMAEigvalSOAP",
+    "GramStartSOAP",
+    "KLRecipeSOAP",
+    "kl_methods_floor",
+]
 
 
 class GramStartSOAP(SOAP):
@@ -190,7 +196,8 @@ class EMAEigvalSOAP(SOAP):
                 lam[side] = torch.full((size,), self.init, dtype=L.dtype, device=L.device)
         whiteners = []
         for side, basis in enumerate((state["Q_L"], state["Q_R"])):
-            scale = lam[side].clamp_min(eps).reciprocal() / grad.shape[side]
+            floor = self._floor(lam[side].shape[0], eps)
+            scale = lam[side].clamp_min(floor).reciprocal() / grad.shape[side]
             whiteners.append(self._mm(basis * scale[None, :], basis.T))
         inc_L = self._mm(self._mm(grad, whiteners[1]), grad.T)
         inc_R = self._mm(self._mm(grad.T, whiteners[0]), grad)
@@ -200,3 +207,41 @@ class EMAEigvalSOAP(SOAP):
         ):
             state[key] = old.lerp(self._approx_eigvals(inc, basis), 1.0 - beta)
         return L.lerp(inc_L, 1.0 - beta), R.lerp(inc_R, 1.0 - beta)
+
+    def _floor(self, size: int, eps: float) -> float:
+        # The least estimate the whitening divides by, for a size×size factor.
+        return eps
+
+
+class KLRecipeSOAP(GramStartSOAP, EMAEigvalSOAP):
+    """The KL-Shampoo authors' three safeguards together, on :class:`eigprec.SOAP`.
+
+    Their start (the first factor update a Gram matrix, :class:`GramStartSOAP`), their
+    estimator (eigenvalue estimates kept as an EMA from ``init``, :class:`EMAEigvalSOAP`)
+    and their clamp (no estimate counts as smaller than :func:`kl_methods_floor` of its
+    factor's size, nor than ``eps``), as the authors' ``optim/kl_opt.py`` combines them:
+    our own composition of the three classes here, not their code. Without KL-Shampoo the
+    class behaves exactly as :class:`eigprec.SOAP`.
+
+    Args:
+        params: Parameters (all 2-D) or parameter groups.
+        lr: Learning rate, ≥ 0.
+        init: Starting value of every estimate; > 0.
+        **kwargs: Any other argument of :class:`eigprec.SOAP`.
+
+    Raises:
+        ValueError: if ``init`` is not positive and finite.
+        TypeError, ValueError: as :class:`eigprec.SOAP`.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.zeros(4, 2))
+        >>> opt = KLRecipeSOAP([w], lr=0.1, use_kl_shampoo=True, fp32_matmul_prec="highest")
+        >>> w.grad = torch.ones(4, 2)
+        >>> opt.step()
+        >>> opt.state[w]["L"][0, 0].item()  # the Gram start: (G Gᵀ)₀₀ / n = 2 / 2
+        1.0
+    """
+
+    def _floor(self, size: int, eps: float) -> float:
+        return max(eps, kl_methods_floor(size))

@@ -235,7 +235,10 @@ def test_kl_recipe_starts_with_the_gram_step_then_keeps_ema_estimates():
     recipe, gram = runs["KLRecipeSOAP"], runs["GramStartSOAP"]
     for key in ("L", "R"):  # step 1: the Gram start, exactly
         assert torch.equal(recipe[0][key], gram[0][key])
-    assert "lam_L" in recipe[-1] and (recipe[-1]["lam_L"] >= 0).all()
+    # ... and the estimates take in the Gram increment (bias-corrected β = 0 at step 1, Q = I)
+    for key, lam in (("L", "lam_L"), ("R", "lam_R")):
+        assert torch.allclose(recipe[0][lam], torch.diagonal(gram[0][key]))
+    assert (recipe[-1]["lam_L"] >= 0).all()
     assert not torch.allclose(recipe[-1]["L"], gram[-1]["L"])  # then the EMA estimator
 
 

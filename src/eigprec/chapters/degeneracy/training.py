@@ -56,7 +56,7 @@ __all__ = [
 #:
 #: Example:
 #:     >>> sorted(REMEDIES)[:2]
-#:     ['3xTF32 factor updates', 'Gram first step']
+#:     ['3xTF32 factor updates', 'EMA eigenvalues']
 REMEDIES: dict[str, dict[str, Any]] = {
     "none": {},
     "float64 eigenvalues": {"eigval_dtype": torch.float64},

@@ -66,14 +66,17 @@ class GramStartSOAP(SOAP):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if state["step"] > 0 or not self.use_kl_shampoo:
             return super()._update_factors(state, grad, beta, eps, diag)
-        m, n = grad.shape
         if self.track_diagnostics:
             diag["first_step"] = "gram"
-        # The KL update's 1/n and 1/m, so L·R starts near the KL fixed point's scale.
-        return (
-            state["L"].lerp(self._mm(grad, grad.T) / n, 1.0 - beta),
-            state["R"].lerp(self._mm(grad.T, grad) / m, 1.0 - beta),
-        )
+        inc_L, inc_R = _gram_increments(self, grad)
+        return state["L"].lerp(inc_L, 1.0 - beta), state["R"].lerp(inc_R, 1.0 - beta)
+
+
+def _gram_increments(opt: SOAP, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # The Gram start's factor increments G Gᵀ/n and Gᵀ G/m: the KL update's 1/n and 1/m,
+    # so L·R starts near the KL fixed point's scale. (opt._mm: the optimizer's precision.)
+    m, n = grad.shape
+    return opt._mm(grad, grad.T) / n, opt._mm(grad.T, grad) / m
 
 
 def kl_methods_floor(size: int) -> float:
@@ -253,8 +256,7 @@ class KLRecipeSOAP(EMAEigvalSOAP):
         # (Left at ``init`` instead, the next whitening is 1/init against factors on the
         # squared gradients' scale: on the failure map's cells that run's peak loss was 30 to
         # 4,000 times float64's, the same whatever the spike.)
-        m, n = grad.shape
-        incs = (self._mm(grad, grad.T) / n, self._mm(grad.T, grad) / m)
+        incs = _gram_increments(self, grad)
         bases = (state["Q_L"], state["Q_R"])
         for key, inc, basis in zip(("lam_L", "lam_R"), incs, bases, strict=True):
             start = torch.full((inc.shape[0],), self.init, dtype=inc.dtype, device=inc.device)

@@ -202,11 +202,11 @@ colab-check: env
 # with UNIT_JOBS' one-thread workers 297 s against about 313 s, not worth the load on
 # the suite's timed tests; the suite beside the last two stages, 22 min in all), then
 # the site checks beside the Colab run: the browser check mostly waits on Chromium (396 s
-# side by side against 165 + 331 s; on 27 November 162 s beside 222 s). That pair's output is printed whole, stage by stage,
-# as each finishes (--output-sync); a failing stage fails `make test` once its partner
-# has finished. The chapters execute twice: in the strict build and in the Colab run,
-# which needs the reader's notebooks the build writes; that second run is the quick one
-# (COLAB_QUICK=1).
+# side by side against 165 + 331 s; on 27 November 162 s beside 222 s). That pair's
+# output is printed whole, stage by stage, as each finishes (--output-sync); a failing
+# stage fails `make test` once its partner has finished. The chapters execute twice: in
+# the strict build and in the Colab run, which needs the reader's notebooks the build
+# writes; that second run is the quick one (COLAB_QUICK=1).
 PAIR := $(MAKE) --no-print-directory -j2 --output-sync=target
 test: lint unit strict-book
 	$(PAIR) site-check colab-check COLAB_QUICK=1

@@ -219,3 +219,17 @@ def test_spectra_other_than_all_or_full_rank_is_refused(bad):
     w = torch.nn.Parameter(torch.zeros(2, 2))
     with pytest.raises((TypeError, ValueError), match="spectra"):
         SOAPMonitor(SOAP([w], lr=0.1), spectra=bad)
+
+
+def test_a_factor_that_stays_zero_has_not_changed():
+    # A factor that stays zero (a one-sided optimizer's larger side; here, zero gradients):
+    # 0/0 is no change, not an infinite one (the monitor flagged every such check before).
+    w = torch.nn.Parameter(torch.zeros(6, 3, dtype=torch.float64))
+    opt = SOAP([w], lr=0.1, dtype=torch.float64, use_kl_shampoo=True)
+    monitor = SOAPMonitor(opt, rel_change_limit=1e-3)
+    for _ in range(2):
+        w.grad = torch.zeros(6, 3, dtype=torch.float64)
+        opt.step()
+        (sig,) = monitor.check()
+    assert sig.L.rel_change == 0.0 and sig.R.rel_change == 0.0
+    assert not sig.flagged, sig.reasons

@@ -256,7 +256,8 @@ def _factor_signals(
     change = math.nan
     if previous is not None:
         delta = torch.linalg.matrix_norm(f - previous.double()).item()
-        change = delta / size if size > 0 else math.inf
+        # A factor that stayed zero did not change (0/0); one that became zero changed fully.
+        change = delta / size if size > 0 else (0.0 if delta == 0 else math.inf)
     ratio = math.nan
     if eig is not None:
         largest = eig[-1].item()

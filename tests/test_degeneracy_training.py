@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
+from eigprec.chapters.degeneracy.schedule_methods import DelayedSOAP, OneSidedSOAP, SkipFirstSOAP
 from eigprec.chapters.degeneracy.training import (
     REMEDIES,
     Regression,
@@ -42,9 +43,10 @@ def test_chapter_settings_cover_every_remedy_once_per_method():
     settings = chapter_settings(["REKLS"])
     labels = [s.label for s in settings]
     assert len(labels) == len(set(labels))
-    # Every remedy but the authors' full recipe, which only the failure map's remedy runs use
-    # (the pages' settings, and so their CPU time, stay as they were).
-    assert {s.remedy for s in settings} == set(REMEDIES) - {"KL-Shampoo recipe"}
+    # Every remedy but the authors' full recipe and the schedules, which only the failure
+    # map's remedy record runs (the pages' settings, and so their CPU time, stay as they were).
+    not_run = {"KL-Shampoo recipe", "skip first step", "delayed start", "one-sided"}
+    assert {s.remedy for s in settings} == set(REMEDIES) - not_run
     assert "REKLS highest/high" in labels and "REKLS float64" in labels
 
 
@@ -54,6 +56,13 @@ def test_build_optimizer_picks_class_and_options():
     assert isinstance(
         build_optimizer(Setting("SOAP", remedy="Gram first step"), w, 0.1), GramStartSOAP
     )
+    for remedy, cls in (
+        ("skip first step", SkipFirstSOAP),
+        ("delayed start", DelayedSOAP),
+        ("one-sided", OneSidedSOAP),
+    ):
+        assert type(build_optimizer(Setting("REKLS", remedy=remedy), w, 0.1)) is cls
+    assert build_optimizer(Setting("SOAP", remedy="delayed start"), w, 0.1).start_step == 10
     opt = build_optimizer(Setting("REKLS", "high", remedy="eigenvalue clamp"), w, 0.1)
     assert isinstance(opt, ClampedEigvalSOAP)
     assert opt.use_eigh and opt.use_kl_shampoo and opt.fp32_matmul_prec == "high"

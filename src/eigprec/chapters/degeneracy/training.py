@@ -33,6 +33,7 @@ from eigprec.chapters.degeneracy.kl_methods import (
     GramStartSOAP,
     KLRecipeSOAP,
 )
+from eigprec.chapters.degeneracy.schedule_methods import DelayedSOAP, OneSidedSOAP, SkipFirstSOAP
 from eigprec.precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
 from eigprec.soap import SOAP
 from eigprec.tf32 import emulate_tf32, tf32_mode
@@ -51,8 +52,10 @@ __all__ = [
 #: The remedies, each as the :class:`eigprec.SOAP` options it sets (``"Gram first step"``
 #: ``"eigenvalue clamp"`` and ``"EMA eigenvalues"`` select :class:`GramStartSOAP`,
 #: :class:`ClampedEigvalSOAP` and :class:`EMAEigvalSOAP`, after the KL-Shampoo authors'
-#: safeguards; ``"KL-Shampoo recipe"`` selects :class:`KLRecipeSOAP`, the three together,
-#: which the chapter's pages do not run: :func:`chapter_settings` leaves it out).
+#: safeguards; ``"KL-Shampoo recipe"`` selects :class:`KLRecipeSOAP`, the three together;
+#: ``"skip first step"``, ``"delayed start"`` and ``"one-sided"`` select the schedules of
+#: :mod:`~eigprec.chapters.degeneracy.schedule_methods`. :func:`chapter_settings` leaves
+#: out the recipe and the schedules: the failure map's remedy record runs them).
 #:
 #: Example:
 #:     >>> sorted(REMEDIES)[:2]
@@ -66,7 +69,13 @@ REMEDIES: dict[str, dict[str, Any]] = {
     "eigenvalue clamp": {},
     "EMA eigenvalues": {},
     "KL-Shampoo recipe": {},
+    "skip first step": {},
+    "delayed start": {"start_step": 10},
+    "one-sided": {},
 }
+
+# The remedies the chapter's training pages do not run (see REMEDIES).
+_NOT_IN_CHAPTER = ("KL-Shampoo recipe", "skip first step", "delayed start", "one-sided")
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,7 @@ def chapter_settings(methods: Sequence[str] = ("SOAP", "REKLS")) -> list[Setting
         out += [
             Setting(method, "high", remedy=r)
             for r in REMEDIES
-            if r not in ("none", "eigenvalue clamp", "EMA eigenvalues", "KL-Shampoo recipe")
+            if r not in ("none", "eigenvalue clamp", "EMA eigenvalues", *_NOT_IN_CHAPTER)
         ]
         out += [
             Setting(method, "highest", remedy=r) for r in ("eigenvalue clamp", "EMA eigenvalues")
@@ -190,6 +199,9 @@ def build_optimizer(
         "eigenvalue clamp": ClampedEigvalSOAP,
         "EMA eigenvalues": EMAEigvalSOAP,
         "KL-Shampoo recipe": KLRecipeSOAP,
+        "skip first step": SkipFirstSOAP,
+        "delayed start": DelayedSOAP,
+        "one-sided": OneSidedSOAP,
     }
     cls = classes.get(setting.remedy, SOAP)
     return cls(

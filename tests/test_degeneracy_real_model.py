@@ -1,0 +1,104 @@
+"""The small transformer of the degeneracy chapter (issue 37, item 4)."""
+
+import doctest
+
+import pytest
+import torch
+
+from eigprec.chapters.degeneracy import real_model
+from eigprec.chapters.degeneracy.real_model import JUMP, TinyLM, lm_experiment
+from eigprec.chapters.degeneracy.remedy_record import load_lm_record, record_lm
+from eigprec.precision import current_matmul_precision
+
+SMALL = TinyLM(vocab=16, width=8, ffn=16, context=6, batch=4)
+SHORT = {"spike_step": 3, "window": 2, "model": SMALL}
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(real_model)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_weights_and_data_come_from_the_seed_alone():
+    a, b = SMALL.model(torch.float32), SMALL.model(torch.float32)
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters(), strict=True):
+        assert torch.equal(p, q), n
+    assert torch.equal(SMALL.tokens(3), SMALL.tokens(3))
+    assert not torch.equal(SMALL.tokens(3), SMALL.tokens(4))
+    other = TinyLM(**{**SMALL.__dict__, "seed": 1})
+    assert not torch.equal(other.model(torch.float32).embed.weight, a.embed.weight)
+    # The source's rows are distributions.
+    torch.testing.assert_close(
+        SMALL.transitions().sum(1), torch.ones(16, dtype=torch.float64), rtol=0, atol=1e-12
+    )
+
+
+def test_the_mask_is_causal():
+    net = SMALL.model(torch.float64)
+    tokens = SMALL.tokens(0)[:, :-1]
+    changed = tokens.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 16
+    with torch.no_grad():
+        a, b = net(tokens), net(changed)
+    torch.testing.assert_close(a[:, :-1], b[:, :-1])  # earlier positions do not see the last
+    assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_rows_ratios_and_clip():
+    before = current_matmul_precision()
+    r = lm_experiment(arms=("highest", "float64"), seeds=(0, 1), clip=1.0, **SHORT)
+    assert current_matmul_precision() == before
+    assert [row["arm"] for row in r.rows] == ["float64", "highest"] * 2
+    f64 = [row for row in r.rows if row["arm"] == "float64"]
+    assert all(row["ratio"] == 1.0 and row["jump ratio"] == 1.0 for row in f64)
+    for row in r.rows:
+        assert row["jump"] == pytest.approx(row["peak"] / row["before"])
+        # A ×1000 spike on one of many layers passes a global clip at 1 far below ×1000.
+        assert 0 < row["clipped spike"] < 1000
+    s = r.summary()
+    assert [x["arm"] for x in s] == ["float64", "highest"]
+    assert s[0]["jumped"] == sum(row["jump"] > JUMP for row in f64)
+    unclipped = lm_experiment(arms=("float64",), seeds=(0,), clip=None, **SHORT)
+    assert unclipped.rows[0]["clipped spike"] == pytest.approx(1000, rel=0.6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err",
+    [
+        ({"arms": ("highest",)}, ValueError),
+        ({"arms": ("float64", "bf16")}, ValueError),
+        ({"seeds": ()}, ValueError),
+        ({"spiked": "norm.weight"}, ValueError),
+        ({"spiked": "nothing"}, ValueError),
+        ({"spike": 0.0}, ValueError),
+        ({"clip": -1.0}, ValueError),
+        ({"spike_step": 0}, ValueError),
+        ({"window": 1.5}, TypeError),
+        ({"lr": "big"}, TypeError),
+    ],
+)
+def test_bad_input_is_refused_before_any_training(kwargs, err, monkeypatch):
+    monkeypatch.setattr(real_model, "_train", lambda *a: pytest.fail("trained"))
+    with pytest.raises(err):
+        lm_experiment(**{**SHORT, **kwargs})
+
+
+def test_model_sizes_are_checked():
+    with pytest.raises(ValueError, match="multiple"):
+        TinyLM(width=10, heads=3)
+    with pytest.raises(ValueError):
+        TinyLM(vocab=0)
+
+
+def test_record_round_trip(tmp_path):
+    import json
+
+    runs = {"lrs": (0.01,), "clips": (None, 1.0), "seeds": (0,), "arms": ("float64", "highest")}
+    record = record_lm(runs, model=SMALL, spike_step=3, window=2)
+    assert [(r["lr"], r["clip"]) for r in record["runs"]] == [(0.01, None), (0.01, 1.0)]
+    path = tmp_path / "lm.json"
+    path.write_text(json.dumps(record))
+    assert load_lm_record(path)["runs"][1]["summary"][1]["arm"] == "highest"
+    path.write_text(json.dumps({**record, "runs": [{"lr": 0.01}]}))
+    with pytest.raises(ValueError, match="lacks"):
+        load_lm_record(path)

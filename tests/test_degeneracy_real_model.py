@@ -75,6 +75,7 @@ def test_rows_ratios_and_clip():
         ({"spike_step": 0}, ValueError),
         ({"window": 1.5}, TypeError),
         ({"lr": "big"}, TypeError),
+        ({"remedy": "prayer"}, ValueError),
     ],
 )
 def test_bad_input_is_refused_before_any_training(kwargs, err, monkeypatch):
@@ -102,3 +103,12 @@ def test_record_round_trip(tmp_path):
     path.write_text(json.dumps({**record, "runs": [{"lr": 0.01}]}))
     with pytest.raises(ValueError, match="lacks"):
         load_lm_record(path)
+
+
+def test_a_remedy_changes_every_arm_but_the_float64_reference():
+    kw = {**SHORT, "arms": ("float64", "highest"), "seeds": (0,)}
+    plain = lm_experiment(**kw)
+    cured = lm_experiment(**kw, remedy="one-sided")
+    assert cured.config["remedy"] == "one-sided"
+    assert cured.curves[("float64", 0)] == plain.curves[("float64", 0)]
+    assert cured.curves[("highest", 0)] != plain.curves[("highest", 0)]

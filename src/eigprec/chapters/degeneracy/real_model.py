@@ -31,8 +31,8 @@ from torch import nn
 
 from eigprec._args import check_int, check_real
 from eigprec.chapters.degeneracy.failure_map import ARMS, HARM_RATIO
+from eigprec.chapters.degeneracy.training import REMEDIES, remedy_class
 from eigprec.precision import current_matmul_precision, matmul_precision
-from eigprec.soap import SOAP
 from eigprec.soap_monitor import SOAPMonitor
 from eigprec.tf32 import emulate_tf32
 
@@ -208,6 +208,7 @@ def lm_experiment(
     clip: float | None = 1.0,
     spike_step: int = 50,
     window: int = 30,
+    remedy: str = "none",
     lr: float = 3e-3,
     eps: float = 1e-8,
     model: TinyLM | None = None,
@@ -224,6 +225,8 @@ def lm_experiment(
         clip: Global gradient-norm clip (``torch.nn.utils.clip_grad_norm_``), or None.
         spike_step: 0-based step of the spike, ≥ 1.
         window: Steps after the spike over which the peak is taken, ≥ 1.
+        remedy: A key of :data:`~eigprec.chapters.degeneracy.training.REMEDIES`, applied
+            to every arm but float64, which stays the plain reference.
         lr: Learning rate of both optimizers.
         eps: REKLS's ε (and AdamW's).
         model: Sizes (its ``seed`` is replaced by each seed).
@@ -234,7 +237,7 @@ def lm_experiment(
 
     Raises:
         TypeError: on a count that is not an int or a number that is not real.
-        ValueError: on an unknown arm or parameter name, no float64 arm, empty seeds, or a
+        ValueError: on an unknown arm, remedy or parameter name, no float64 arm, empty seeds, or a
             value out of range (before any training).
 
     Example:
@@ -254,6 +257,8 @@ def lm_experiment(
     arms = ["float64"] + [a for a in arms if a != "float64"]
     if not seeds:
         raise ValueError("need at least one seed")
+    if remedy not in REMEDIES:
+        raise ValueError(f"remedy must be one of {sorted(REMEDIES)}, got {remedy!r}")
     seeds = [check_int("seed", s, low=0) for s in seeds]
     spike = check_real("spike", spike, low=0.0, low_open=True)
     if clip is not None:
@@ -277,6 +282,7 @@ def lm_experiment(
             "clip": clip,
             "spike_step": spike_step,
             "window": window,
+            "remedy": remedy,
             "lr": lr,
             "eps": eps,
             "model": base,
@@ -289,7 +295,8 @@ def lm_experiment(
     for seed, arm in pairs:
         cfg = TinyLM(**{**base.__dict__, "seed": seed})
         with matmul_precision(current_matmul_precision()):
-            row, curve = _train(cfg, arm, spiked, spike, clip, spike_step, window, lr, eps)
+            cure = "none" if arm == "float64" else remedy
+            row, curve = _train(cfg, arm, spiked, spike, clip, spike_step, window, cure, lr, eps)
         row["jump"] = row["peak"] / row["before"]
         if arm == "float64":
             f64[seed] = row
@@ -309,6 +316,7 @@ def _train(
     clip: float | None,
     spike_step: int,
     window: int,
+    remedy: str,
     lr: float,
     eps: float,
 ) -> tuple[dict[str, Any], list[float]]:
@@ -316,7 +324,7 @@ def _train(
     net = cfg.model(dtype)
     params = dict(net.named_parameters())
     mats = [p for p in params.values() if p.dim() == 2]
-    soap = SOAP(
+    soap = remedy_class(remedy)(
         mats,
         lr=lr,
         eps=eps,
@@ -326,6 +334,7 @@ def _train(
         fp32_matmul_prec=prec,  # type: ignore[arg-type]
         qr_fp32_matmul_prec=prec,  # type: ignore[arg-type]
         dtype=dtype,
+        **REMEDIES[remedy],
     )
     adam = torch.optim.AdamW(
         [p for p in params.values() if p.dim() != 2], lr=lr, betas=(0.9, 0.95), eps=eps

@@ -45,6 +45,7 @@ __all__ = [
     "TrainingResult",
     "build_optimizer",
     "chapter_settings",
+    "remedy_class",
     "training_experiment",
     "training_table",
 ]
@@ -166,6 +167,30 @@ def chapter_settings(methods: Sequence[str] = ("SOAP", "REKLS")) -> list[Setting
     return out
 
 
+def remedy_class(remedy: str) -> type[SOAP]:
+    """The optimizer class a remedy of :data:`REMEDIES` runs (its options are the value).
+
+    Raises:
+        ValueError: if ``remedy`` is not a key of :data:`REMEDIES`.
+
+    Example:
+        >>> remedy_class("EMA eigenvalues").__name__
+        'EMAEigvalSOAP'
+    """
+    if remedy not in REMEDIES:
+        raise ValueError(f"remedy must be one of {sorted(REMEDIES)}, got {remedy!r}")
+    classes: dict[str, type[SOAP]] = {
+        "Gram first step": GramStartSOAP,
+        "eigenvalue clamp": ClampedEigvalSOAP,
+        "EMA eigenvalues": EMAEigvalSOAP,
+        "KL-Shampoo recipe": KLRecipeSOAP,
+        "skip first step": SkipFirstSOAP,
+        "delayed start": DelayedSOAP,
+        "one-sided": OneSidedSOAP,
+    }
+    return classes.get(remedy, SOAP)
+
+
 def build_optimizer(
     setting: Setting,
     param: torch.Tensor,
@@ -194,16 +219,7 @@ def build_optimizer(
         >>> type(build_optimizer(Setting("SOAP", remedy="Gram first step"), w, 0.1)).__name__
         'GramStartSOAP'
     """
-    classes = {
-        "Gram first step": GramStartSOAP,
-        "eigenvalue clamp": ClampedEigvalSOAP,
-        "EMA eigenvalues": EMAEigvalSOAP,
-        "KL-Shampoo recipe": KLRecipeSOAP,
-        "skip first step": SkipFirstSOAP,
-        "delayed start": DelayedSOAP,
-        "one-sided": OneSidedSOAP,
-    }
-    cls = classes.get(setting.remedy, SOAP)
+    cls = remedy_class(setting.remedy)
     return cls(
         [param],
         lr=lr,

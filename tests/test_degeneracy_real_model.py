@@ -94,9 +94,19 @@ def test_model_sizes_are_checked():
 def test_record_round_trip(tmp_path):
     import json
 
-    runs = {"lrs": (0.01,), "clips": (None, 1.0), "seeds": (0,), "arms": ("float64", "highest")}
+    runs = {
+        "lrs": (0.01,),
+        "clips": (None, 1.0),
+        "remedies": ("one-sided",),
+        "seeds": (0,),
+        "arms": ("float64", "highest"),
+    }
     record = record_lm(runs, model=SMALL, spike_step=3, window=2)
-    assert [(r["lr"], r["clip"]) for r in record["runs"]] == [(0.01, None), (0.01, 1.0)]
+    assert [(r["lr"], r["clip"], r["remedy"]) for r in record["runs"]] == [
+        (0.01, None, "none"),
+        (0.01, 1.0, "none"),
+        (0.01, None, "one-sided"),
+    ]
     path = tmp_path / "lm.json"
     path.write_text(json.dumps(record))
     assert load_lm_record(path)["runs"][1]["summary"][1]["arm"] == "highest"

@@ -155,6 +155,7 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
     from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
     from eigprec.chapters.degeneracy.mlp import mlp_experiment
     from eigprec.chapters.degeneracy.practice import practice_experiment
+    from eigprec.chapters.degeneracy.real_model import lm_experiment
     from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
     from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
@@ -174,6 +175,9 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
     assert len(small["failure_map"]["seeds"]) >= 5
     assert len(big["failure_map"]["layers"]) > len(small["failure_map"]["layers"])
     assert {lr for _, lr in big["failure_map"]["layers"]} == {0.1, 0.01, 0.001}
+    # The small transformer: five seeds at chapter scale, more seeds and arms at full scale.
+    assert len(small["real_model"]["seeds"]) >= 5
+    assert set(small["real_model"]["arms"]) < set(big["real_model"]["arms"])
     # Every key is an argument of the function it is meant for.
     import inspect
 
@@ -185,6 +189,7 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
         ("practice", practice_experiment),
         ("mlp", mlp_experiment),
         ("failure_map", failure_map_experiment),
+        ("real_model", lm_experiment),
     ):
         assert set(big[name]) <= set(inspect.signature(fn).parameters)
         assert set(small[name]) <= set(inspect.signature(fn).parameters)
@@ -213,7 +218,7 @@ def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
         "sensitivity": inspect.signature(sensitivity_experiment).parameters,
     }
     for name in EXPERIMENTS:
-        if name in ("training", "practice", "mlp", "failure_map"):
+        if name in ("training", "practice", "mlp", "failure_map", "real_model"):
             assert len(chapter[name]["seeds"]) >= 5 and quick[name]["seeds"] == (0,)
         assert quick[name].get("seeds", (0,)) == chapter[name].get("seeds", (0,))[:1]
         for key in grids.get(name, ()):

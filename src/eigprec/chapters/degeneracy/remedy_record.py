@@ -51,10 +51,12 @@ SCHEMA = "eigprec.degeneracy_remedies/1"
 LM_SCHEMA = "eigprec.degeneracy_lm/1"
 
 #: The small transformer's runs (:func:`~eigprec.chapters.degeneracy.real_model.lm_experiment`):
-#: learning rate × global clip, a ×10⁴ spike on the embedding, five seeds, three arms.
+#: learning rate × global clip without a remedy, then each remedy of ``"remedies"`` at the
+#: first learning rate, unclipped; a ×10⁴ spike on the embedding, five seeds, three arms.
 LM_RUNS: dict[str, Any] = {
     "lrs": (0.01, 0.03),
     "clips": (None, 1.0),
+    "remedies": ("EMA eigenvalues", "one-sided"),
     "spike": 1e4,
     "spiked": "embed.weight",
     "seeds": (0, 1, 2, 3, 4),
@@ -211,7 +213,7 @@ def record_lm(
     progress: Callable[[str], None] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Run the small transformer over :data:`LM_RUNS` (learning rates × clips).
+    """Run the small transformer over :data:`LM_RUNS` (learning rates × clips, remedies).
 
     Args:
         runs: Overrides of :data:`LM_RUNS`.
@@ -221,7 +223,7 @@ def record_lm(
 
     Returns:
         ``schema``, ``provenance``, ``config``, ``runs``: a list of ``{"lr", "clip",
-        "summary", "rows"}``, and ``seconds``.
+        "remedy", "summary", "rows"}``, and ``seconds``.
     """
     cfg = {**LM_RUNS, **(runs or {})}
     model = TinyLM() if model is None else model
@@ -236,23 +238,31 @@ def record_lm(
         "seconds": 0.0,
     }
     begin = time.perf_counter()
-    for lr in cfg["lrs"]:
-        for clip in cfg["clips"]:
-            result = lm_experiment(
-                arms=cfg["arms"],
-                seeds=cfg["seeds"],
-                spiked=cfg["spiked"],
-                spike=cfg["spike"],
-                clip=clip,
-                lr=lr,
-                model=model,
-                **kwargs,
-            )
-            record["runs"].append(
-                {"lr": lr, "clip": clip, "summary": result.summary(), "rows": result.rows}
-            )
-            if progress is not None:
-                progress(f"lr {lr}, clip {clip}: {time.perf_counter() - begin:.0f} s")
+    plan = [(lr, clip, "none") for lr in cfg["lrs"] for clip in cfg["clips"]]
+    plan += [(cfg["lrs"][0], None, remedy) for remedy in cfg["remedies"]]
+    for lr, clip, remedy in plan:
+        result = lm_experiment(
+            arms=cfg["arms"],
+            seeds=cfg["seeds"],
+            spiked=cfg["spiked"],
+            spike=cfg["spike"],
+            clip=clip,
+            lr=lr,
+            remedy=remedy,
+            model=model,
+            **kwargs,
+        )
+        record["runs"].append(
+            {
+                "lr": lr,
+                "clip": clip,
+                "remedy": remedy,
+                "summary": result.summary(),
+                "rows": result.rows,
+            }
+        )
+        if progress is not None:
+            progress(f"lr {lr}, clip {clip}, {remedy}: {time.perf_counter() - begin:.0f} s")
     record["seconds"] = round(time.perf_counter() - begin, 1)
     return record
 
@@ -271,7 +281,7 @@ def load_lm_record(path: str | os.PathLike[str]) -> dict[str, Any]:
         {"schema": str, "provenance": dict, "config": dict, "runs": list},
     )
     for run in record["runs"]:
-        for key in ("lr", "clip", "summary", "rows"):
+        for key in ("lr", "clip", "remedy", "summary", "rows"):
             if key not in run:
                 raise ValueError(f"degeneracy small transformer record: a run lacks {key!r}")
     return record

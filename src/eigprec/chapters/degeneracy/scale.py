@@ -35,6 +35,7 @@ EXPERIMENTS = (
     "spike",
     "mlp",
     "failure_map",
+    "real_model",
 )
 
 
@@ -61,10 +62,12 @@ def experiment_kwargs(
             ``"spike"`` (the :class:`~eigprec.chapters.degeneracy.spike.SpikeConfig`
             fields of the angle experiment) or ``"mlp"``
             (:func:`~eigprec.chapters.degeneracy.mlp.mlp_experiment`) or ``"failure_map"``
-            (:func:`~eigprec.chapters.degeneracy.failure_map.failure_map_experiment`).
+            (:func:`~eigprec.chapters.degeneracy.failure_map.failure_map_experiment`) or
+            ``"real_model"`` (:func:`~eigprec.chapters.degeneracy.real_model.lm_experiment`).
         full: Full scale; ``None`` reads :func:`eigprec.book.full_scale`.
         quick: The Colab check's scale: chapter scale with the first seed only (the
-            ``"training"``, ``"practice"``, ``"mlp"`` and ``"failure_map"`` experiments;
+            ``"training"``, ``"practice"``, ``"mlp"``, ``"failure_map"`` and ``"real_model"``
+            experiments;
             the others run one seed anyway) and two points of the ``"transient"`` and
             ``"sensitivity"`` grids; ``None`` reads :func:`eigprec.book.quick_scale`.
 
@@ -186,5 +189,27 @@ def _kwargs(experiment: str, big: bool) -> dict[str, Any]:
             "spike_scales": (1000.0, 1e4),
             "seeds": (0, 1, 2, 3, 4),
             "window": 30,
+        }
+    if experiment == "real_model":
+        # The small transformer, unclipped, a ×10⁴ spike on its embedding at lr 0.01. Chapter
+        # scale: float64 and 'high', spike at step 30, a 10-step window (28 s on an AMD EPYC,
+        # one thread); the full build adds 'highest', three more seeds and a longer run. The
+        # grid over learning rate and a global clip is the page's record.
+        common = {"spike": 1e4, "clip": None, "lr": 0.01, "spiked": "embed.weight"}
+        if big:
+            arms = ("float64", "highest", "high rna")
+            return {
+                **common,
+                "arms": arms,
+                "seeds": tuple(range(8)),
+                "spike_step": 50,
+                "window": 30,
+            }
+        return {
+            **common,
+            "arms": ("float64", "high rna"),
+            "seeds": (0, 1, 2, 3, 4),
+            "spike_step": 30,
+            "window": 10,
         }
     return {"methods": ("SOAP", "REKLS")} if big else {}

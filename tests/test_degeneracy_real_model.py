@@ -122,3 +122,18 @@ def test_a_remedy_changes_every_arm_but_the_float64_reference():
     assert cured.config["remedy"] == "one-sided"
     assert cured.curves[("float64", 0)] == plain.curves[("float64", 0)]
     assert cured.curves[("highest", 0)] != plain.curves[("highest", 0)]
+
+
+def test_curve_plot_is_readable_and_marks_the_spike():
+    from eigprec.book import check_readable
+    from eigprec.chapters.degeneracy import real_model_plots
+    from eigprec.chapters.degeneracy.real_model_plots import plot_lm_curves
+
+    assert doctest.testmod(real_model_plots).failed == 0
+    r = lm_experiment(arms=("float64", "high rna"), seeds=(0, 1), **SHORT)
+    fig = plot_lm_curves(r)
+    check_readable(fig)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 4 + 2 + 1  # a line per run, a legend entry per arm, the spike
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["float64", "high rna"]

@@ -5,9 +5,9 @@ import doctest
 import pytest
 import torch
 
+from eigprec.bench.degeneracy_remedies import load_lm_record, record_lm
 from eigprec.chapters.degeneracy import real_model
 from eigprec.chapters.degeneracy.real_model import JUMP, TinyLM, lm_experiment
-from eigprec.chapters.degeneracy.remedy_record import load_lm_record, record_lm
 from eigprec.precision import current_matmul_precision
 
 SMALL = TinyLM(vocab=16, width=8, ffn=16, context=6, batch=4)

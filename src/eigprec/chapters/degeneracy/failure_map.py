@@ -43,6 +43,7 @@ __all__ = [
     "TURN_DEGREES",
     "FailureMap",
     "failure_map_experiment",
+    "harm_counts",
 ]
 
 #: The precision arms: name -> (matmul precision, optimizer dtype, TF32 rounding rule).
@@ -184,6 +185,17 @@ class FailureMap:
             "false - rate": fn / len(pos) if pos else math.nan,
             "flag before": sum(r["flag before"] > 0 for r in rows),
         }
+
+
+def harm_counts(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> tuple[int, int]:
+    """Harmed runs and all runs over summary rows (:meth:`FailureMap.summary`) of given arms.
+
+    Example:
+        >>> harm_counts([{"arm": "highest", "harmed": 2, "seeds": 5}], ["highest"])
+        (2, 5)
+    """
+    chosen = [r for r in rows if r["arm"] in arms]
+    return sum(r["harmed"] for r in chosen), sum(r["seeds"] for r in chosen)
 
 
 def _alarm(row: dict[str, Any]) -> bool:

@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from eigprec.chapters.degeneracy import remedy_record
-from eigprec.chapters.degeneracy.remedy_record import (
-    harm_counts,
+from eigprec.bench import degeneracy_remedies as remedy_record
+from eigprec.bench.degeneracy_remedies import (
     load_remedy_record,
     main,
     merge_records,
     record_remedies,
 )
+from eigprec.chapters.degeneracy.failure_map import harm_counts
 from eigprec.chapters.degeneracy.schedule_methods import clipped_spike
 
 TINY = {

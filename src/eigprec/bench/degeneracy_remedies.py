@@ -1,4 +1,4 @@
-"""The remedies of the degeneracy chapter measured on the failure map's failing cells.
+"""A CPU recorder: the degeneracy chapter's remedies on the failure map's failing cells.
 
 Issue 37, item 3: every remedy of :data:`~eigprec.chapters.degeneracy.training.REMEDIES`
 (and a global gradient-norm clip, through :func:`schedule_methods.clipped_spike`) runs on
@@ -9,7 +9,7 @@ The whole set costs about a quarter of an hour of one CPU core, more than the ch
 budget, so it is *recorded*: the details page reads ``book/data/degeneracy_remedies_cpu.json``
 and prints where and when it was made. Record it again with::
 
-    OMP_NUM_THREADS=1 python -m eigprec.chapters.degeneracy.remedy_record \\
+    OMP_NUM_THREADS=1 python -m eigprec.bench.degeneracy_remedies \\
         --out book/data/degeneracy_remedies_cpu.json
 
 (``--remedies`` runs a subset and ``--merge`` joins partial records, so two processes can
@@ -39,7 +39,6 @@ __all__ = [
     "CLIP",
     "LM_RUNS",
     "SCHEMA",
-    "harm_counts",
     "load_lm_record",
     "load_remedy_record",
     "merge_records",
@@ -156,6 +155,13 @@ def merge_records(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
     Raises:
         ValueError: if the parts' configurations differ or a remedy appears twice.
+
+    Example:
+        >>> part = {"config": {}, "provenance": {}, "global clip": {}}
+        >>> a = {**part, "remedies": {"none": []}, "seconds": {"none": 80.0}}
+        >>> b = {**part, "remedies": {"one-sided": []}, "seconds": {"one-sided": 75.0}}
+        >>> list(merge_records([a, b])["remedies"])
+        ['none', 'one-sided']
     """
     parts = list(parts)
     if not parts:
@@ -193,17 +199,6 @@ def load_remedy_record(path: str | os.PathLike[str]) -> dict[str, Any]:
                     if key not in row:
                         raise ValueError(f"degeneracy remedies record: {group} {name!r}: {key}")
     return record
-
-
-def harm_counts(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> tuple[int, int]:
-    """Harmed runs and all runs over the rows of the given arms.
-
-    Example:
-        >>> harm_counts([{"arm": "highest", "harmed": 2, "seeds": 5}], ["highest"])
-        (2, 5)
-    """
-    chosen = [r for r in rows if r["arm"] in arms]
-    return sum(r["harmed"] for r in chosen), sum(r["seeds"] for r in chosen)
 
 
 def record_lm(
@@ -289,7 +284,7 @@ def load_lm_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: record (a subset of) the remedies, or merge partial records."""
-    parser = argparse.ArgumentParser(prog="python -m eigprec.chapters.degeneracy.remedy_record")
+    parser = argparse.ArgumentParser(prog="python -m eigprec.bench.degeneracy_remedies")
     parser.add_argument("--out", required=True, help="the JSON file to write")
     parser.add_argument("--remedies", nargs="*", help="a subset of the remedies (default: all)")
     parser.add_argument("--no-clip", action="store_true", help="skip the global-clip runs")

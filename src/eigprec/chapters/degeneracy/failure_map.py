@@ -44,6 +44,7 @@ __all__ = [
     "FailureMap",
     "failure_map_experiment",
     "harm_counts",
+    "reference_first",
 ]
 
 #: The precision arms: name -> (matmul precision, optimizer dtype, TF32 rounding rule).
@@ -198,6 +199,25 @@ def harm_counts(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> tuple[in
     return sum(r["harmed"] for r in chosen), sum(r["seeds"] for r in chosen)
 
 
+def reference_first(arms: Iterable[str]) -> list[str]:
+    """Arms checked against :data:`ARMS`, float64 (the reference of every ratio) first.
+
+    Raises:
+        ValueError: on an unknown arm, or no ``"float64"`` among them.
+
+    Example:
+        >>> reference_first(["high rna", "float64"])
+        ['float64', 'high rna']
+    """
+    arms = list(arms)
+    for arm in arms:
+        if arm not in ARMS:
+            raise ValueError(f"arm must be one of {list(ARMS)}, got {arm!r}")
+    if "float64" not in arms:
+        raise ValueError("arms must include 'float64', the reference of every ratio")
+    return ["float64"] + [a for a in arms if a != "float64"]
+
+
 def _alarm(row: dict[str, Any]) -> bool:
     return bool(row["flagged"] or row["flag before"] > 0)
 
@@ -287,13 +307,7 @@ def failure_map_experiment(
         for s in shape:
             check_int("a layer's size", s, low=1)
         check_real("lr", lr, low=0.0, low_open=True)
-    arms = list(arms)
-    for arm in arms:
-        if arm not in ARMS:
-            raise ValueError(f"arm must be one of {list(ARMS)}, got {arm!r}")
-    if "float64" not in arms:
-        raise ValueError("arms must include 'float64', the reference of every ratio")
-    arms = ["float64"] + [a for a in arms if a != "float64"]
+    arms = reference_first(arms)
     if method not in ("SOAP", "REKLS"):
         raise ValueError(f"method must be 'SOAP' or 'REKLS', got {method!r}")
     if remedy not in REMEDIES:

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from eigprec._args import check_int, check_real
-from eigprec.chapters.degeneracy.failure_map import ARMS, HARM_RATIO
+from eigprec.chapters.degeneracy.failure_map import ARMS, HARM_RATIO, reference_first
 from eigprec.chapters.degeneracy.training import REMEDIES, remedy_class
 from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap_monitor import SOAPMonitor
@@ -248,13 +248,7 @@ def lm_experiment(
         >>> [row["arm"] for row in r.rows]
         ['float64', 'highest']
     """
-    arms = list(arms)
-    for arm in arms:
-        if arm not in ARMS:
-            raise ValueError(f"arm must be one of {list(ARMS)}, got {arm!r}")
-    if "float64" not in arms:
-        raise ValueError("arms must include 'float64', the reference of every ratio")
-    arms = ["float64"] + [a for a in arms if a != "float64"]
+    arms = reference_first(arms)
     if not seeds:
         raise ValueError("need at least one seed")
     if remedy not in REMEDIES:

@@ -135,3 +135,44 @@ def test_every_kernel_gets_one_thread_however_many_pages_are_left(book, monkeypa
     assert _run(book, "--jobs", "1") == 0
     threads = {p.name: p.read_text() for p in (book / "book").glob("threads-*")}
     assert threads == {"threads-a": "1", "threads-a_details": "1", "threads-b": "1"}
+
+
+@needs_cache
+def test_each_kernel_talks_over_its_own_ipc_sockets(book, monkeypatch):
+    # Kernels started at once over TCP can be handed the same free port: in a full `make
+    # test` one kernel died at start-up ("Address already in use", then "Kernel died before
+    # replying to kernel_info"). Each page's kernel now binds IPC sockets in a folder of its
+    # own, so no two kernels can pick the same address, and the sockets go with the run.
+    import jupyter_cache.executors.utils as utils
+
+    seen = []
+
+    def fake(nb, **kwargs):
+        km = kwargs["km"]
+        seen.append((km.transport, km.ip, Path(km.ip).parent.is_dir()))
+        return utils.ExecutionResult(nb, kwargs["cwd"], 0.0, None, None)
+
+    monkeypatch.setattr(utils, "single_nb_execution", fake)
+    for page in ("a", "b"):
+        execute_pages._execute(str(book / "book" / f"{page}.ipynb"), timeout=60)
+    assert [t for t, _, _ in seen] == ["ipc", "ipc"]
+    assert seen[0][1] != seen[1][1] and all(made for _, _, made in seen)
+    assert not any(Path(ip).parent.exists() for _, ip, _ in seen)  # removed after the run
+
+
+@needs_cache
+def test_each_page_s_kernel_is_stopped_with_its_page(book, monkeypatch):
+    # nbclient does not stop a kernel whose manager it was handed; _execute must.
+    from jupyter_client.manager import KernelManager
+
+    stopped = []
+    original = KernelManager.shutdown_kernel
+
+    def shutdown(self, *args, **kwargs):
+        stopped.append(self.transport)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelManager, "shutdown_kernel", shutdown)
+    _, _, _, error = execute_pages._execute(str(book / "book" / "b.ipynb"), timeout=60)
+    assert error is None and stopped == ["ipc"]
+    assert (book / "book" / "ran-b").is_file()

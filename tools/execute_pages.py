@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -58,10 +59,27 @@ def _execute(
         # The kernel inherits this process's environment: its guards append to this file.
         Path(guard_log).unlink(missing_ok=True)
         os.environ["EIGPREC_GUARD_LOG"] = guard_log
+    from jupyter_client.manager import KernelManager
+
     nb = nbformat.read(path, as_version=4)
-    result = single_nb_execution(
-        nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False, meta_override=True
-    )
+    # IPC sockets in a folder of this kernel's own: kernels started at once over TCP can be
+    # handed the same free port, and one then dies at start-up ("Address already in use").
+    with tempfile.TemporaryDirectory(prefix="eigprec-kernel-") as sockets:
+        km = KernelManager(transport="ipc", ip=os.path.join(sockets, "k"))
+        try:
+            result = single_nb_execution(
+                nb,
+                cwd=str(Path(path).parent),
+                timeout=timeout,
+                allow_errors=False,
+                meta_override=True,
+                km=km,
+            )
+        finally:
+            # nbclient leaves a kernel it was handed running: stop it with its page.
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
+            km.cleanup_resources()
     return path, nb, result.time, result.exc_string if result.err is not None else None
 
 

@@ -137,3 +137,9 @@ def test_curve_plot_is_readable_and_marks_the_spike():
     assert len(ax.lines) == 4 + 2 + 1  # a line per run, a legend entry per arm, the spike
     assert ax.get_xlabel() and ax.get_ylabel()
     assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["float64", "high rna"]
+    # By default the axis starts 10 steps before the spike (here at the run's start).
+    assert ax.lines[0].get_xdata()[0] == 1
+    late = plot_lm_curves(r, before=1).axes[0]
+    assert late.lines[0].get_xdata()[0] == SHORT["spike_step"]  # the loss after step 3 - 1
+    with pytest.raises(ValueError, match="before"):
+        plot_lm_curves(r, before=-1)

@@ -19,6 +19,7 @@ share the work.)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -228,7 +229,7 @@ def record_lm(
             **describe_runtime().as_record(),
             "threads": os.environ.get("OMP_NUM_THREADS"),
         },
-        "config": {**cfg, "model": dict(model.__dict__), **kwargs},
+        "config": {**cfg, "model": dataclasses.asdict(model), **kwargs},
         "runs": [],
         "seconds": 0.0,
     }

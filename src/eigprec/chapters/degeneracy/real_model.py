@@ -20,6 +20,8 @@ float64 run's (same seed, spike and clip), as in the failure map.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
@@ -84,19 +86,13 @@ class TinyLM:
 
     def transitions(self) -> torch.Tensor:
         """The source: each token is followed by one of 4 likely tokens (or any, rarely)."""
-        gen = self._gen(0)
-        v = self.vocab
-        probs = torch.full((v, v), 0.02 / v, dtype=torch.float64)
-        likely = torch.randint(0, v, (v, 4), generator=gen)
-        weights = torch.rand(v, 4, generator=gen, dtype=torch.float64) + 0.5
-        probs.scatter_add_(1, likely, 0.98 * weights / weights.sum(1, keepdim=True))
-        return probs / probs.sum(1, keepdim=True)
+        return _transitions(self.vocab, self._gen(0).initial_seed()).clone()
 
     def tokens(self, stream: int, batch: int | None = None) -> torch.Tensor:
         """``batch`` sequences of ``context + 1`` tokens drawn from the source."""
         gen = self._gen(1 + stream)
         n = self.batch if batch is None else batch
-        probs = self.transitions()
+        probs = _transitions(self.vocab, self._gen(0).initial_seed())
         out = torch.empty(n, self.context + 1, dtype=torch.long)
         out[:, 0] = torch.randint(0, self.vocab, (n,), generator=gen)
         for t in range(self.context):
@@ -117,6 +113,17 @@ class TinyLM:
                 else:
                     p.zero_()
         return net
+
+
+@functools.lru_cache(maxsize=8)
+def _transitions(v: int, seed: int) -> torch.Tensor:
+    # Drawn once per (vocabulary, seed): every batch of a run reads the same table.
+    gen = torch.Generator().manual_seed(seed)
+    probs = torch.full((v, v), 0.02 / v, dtype=torch.float64)
+    likely = torch.randint(0, v, (v, 4), generator=gen)
+    weights = torch.rand(v, 4, generator=gen, dtype=torch.float64) + 0.5
+    probs.scatter_add_(1, likely, 0.98 * weights / weights.sum(1, keepdim=True))
+    return probs / probs.sum(1, keepdim=True)
 
 
 class _LM(nn.Module):
@@ -287,7 +294,7 @@ def lm_experiment(
         pairs = progress(pairs)
     f64: dict[int, dict[str, Any]] = {}
     for seed, arm in pairs:
-        cfg = TinyLM(**{**base.__dict__, "seed": seed})
+        cfg = dataclasses.replace(base, seed=seed)
         with matmul_precision(current_matmul_precision()):
             cure = "none" if arm == "float64" else remedy
             row, curve = _train(cfg, arm, spiked, spike, clip, spike_step, window, cure, lr, eps)

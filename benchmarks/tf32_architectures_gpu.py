@@ -15,7 +15,7 @@ import traceback
 import torch
 
 import eigprec
-from eigprec.chapters.tf32 import architectures as arch
+from eigprec_book.chapters.tf32 import architectures as arch
 
 out = os.environ.get("OUT", ".")
 os.makedirs(out, exist_ok=True)

@@ -71,7 +71,7 @@ def test_repository_url_defined_once(book_config):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_guard_cells_use_the_guard_helper_not_bare_asserts(path: Path):
-    # A bare assert says pass or fail; eigprec.book.guard/check also record the margin
+    # A bare assert says pass or fail; eigprec_book.helpers.guard/check also record the margin
     # each claim stands on (_build/guard-margins.json, make robustness), issue 32.
     import ast
 
@@ -88,4 +88,4 @@ def test_guard_cells_use_the_guard_helper_not_bare_asserts(path: Path):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Assert):
                 bare.append(f"cell {i} line {node.lineno}: {ast.unparse(node)[:70]}")
-    assert not bare, f"{path.name}: use guard()/check() from eigprec.book:\n" + "\n".join(bare)
+    assert not bare, f"{path.name}: use guard()/check() from eigprec_book.helpers:\n" + "\n".join(bare)

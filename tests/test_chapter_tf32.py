@@ -1,4 +1,4 @@
-"""Tests of eigprec.chapters.tf32.experiments: the chapter's experiment and its tables."""
+"""Tests of eigprec_book.chapters.tf32.experiments: the chapter's experiment and its tables."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-import eigprec.chapters.tf32.experiments as tx
+import eigprec_book.chapters.tf32.experiments as tx
 
 
 def test_spectrum_is_the_specified_one():

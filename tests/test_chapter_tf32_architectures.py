@@ -1,4 +1,4 @@
-"""The TF32 chapter's four architectures (eigprec.chapters.tf32.architectures, issue 36).
+"""The TF32 chapter's four architectures (eigprec_book.chapters.tf32.architectures, issue 36).
 
 transformers comes with the book extra and requirements.txt (`make env`); where it is
 missing, the tests that build a model skip and say so, and the rest still run.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from eigprec.chapters.tf32 import architectures as arch
-from eigprec.chapters.tf32 import architectures_report as arep
+from eigprec_book.chapters.tf32 import architectures as arch
+from eigprec_book.chapters.tf32 import architectures_report as arep
 from eigprec.precision import current_matmul_precision
 
 ROOT = Path(__file__).resolve().parents[1]

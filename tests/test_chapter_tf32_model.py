@@ -1,4 +1,4 @@
-"""Tests of the TF32 chapter's error model, knobs checks and audits (eigprec.chapters.tf32)."""
+"""Tests of the TF32 chapter's error model, knobs checks and audits (eigprec_book.chapters.tf32)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-import eigprec.chapters.tf32.audits as audits
-import eigprec.chapters.tf32.knobs as tk
-import eigprec.chapters.tf32.model as tm
-from eigprec.chapters.tf32.experiments import OOTOMO_A100_TFLOPS, PUBLISHED_THROUGHPUT
+import eigprec_book.chapters.tf32.audits as audits
+import eigprec_book.chapters.tf32.knobs as tk
+import eigprec_book.chapters.tf32.model as tm
+from eigprec_book.chapters.tf32.experiments import OOTOMO_A100_TFLOPS, PUBLISHED_THROUGHPUT
 
 
 @pytest.fixture(scope="module")

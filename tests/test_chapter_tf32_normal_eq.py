@@ -1,4 +1,4 @@
-"""Tests of eigprec.chapters.tf32.normal_eq: the A/B example of the TF32 chapter."""
+"""Tests of eigprec_book.chapters.tf32.normal_eq: the A/B example of the TF32 chapter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-import eigprec.chapters.tf32.normal_eq as ne
+import eigprec_book.chapters.tf32.normal_eq as ne
 
 
 def test_attribution_sees_the_gram_matrix_amplified():

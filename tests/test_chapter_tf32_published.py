@@ -1,4 +1,4 @@
-"""Tests of eigprec.chapters.tf32.published: the published GPU table and the emulator beside it."""
+"""Tests of eigprec_book.chapters.tf32.published: the published GPU table and the emulator beside it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import doctest
 import pytest
 import torch
 
-import eigprec.chapters.tf32.published as pb
-from eigprec.chapters.tf32.experiments import TABLE_INDICES, build_qtlq_problem, diag_qtlq
+import eigprec_book.chapters.tf32.published as pb
+from eigprec_book.chapters.tf32.experiments import TABLE_INDICES, build_qtlq_problem, diag_qtlq
 
 
 def test_published_table_is_the_chapters_problem():

@@ -98,7 +98,7 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
         "installs",
         "".join(SETUP["source"]),
         "import eigprec\neigprec.describe_runtime()",
-        "import eigprec.book\neigprec.book.glue('x', 1)  # the Colab path: no MyST-NB",
+        "import eigprec_book.helpers\neigprec_book.helpers.glue('x', 1)  # the Colab path: no MyST-NB",
     )
     # The same setup cell with its condition inverted never installs anything.
     never = "".join(SETUP["source"]).replace(
@@ -161,7 +161,7 @@ def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
         tmp_path,
         "quick",
         "".join(SETUP["source"]),
-        "from eigprec.chapters.degeneracy.scale import experiment_kwargs\n"
+        "from eigprec_book.chapters.degeneracy.scale import experiment_kwargs\n"
         "assert experiment_kwargs('practice')['seeds'] == (0,)",
     )
     result = _run(tmp_path, path, options=("--quick",))

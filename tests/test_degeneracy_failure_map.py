@@ -13,15 +13,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eigprec.chapters.degeneracy import failure_map as fmod
-from eigprec.chapters.degeneracy.failure_map import (
+from eigprec_book.chapters.degeneracy import failure_map as fmod
+from eigprec_book.chapters.degeneracy.failure_map import (
     ARMS,
     HARM_RATIO,
     TURN_DEGREES,
     FailureMap,
     failure_map_experiment,
 )
-from eigprec.chapters.degeneracy.training import Regression, Setting, _Trainer
+from eigprec_book.chapters.degeneracy.training import Regression, Setting, _Trainer
 
 SMALL = {"spike_step": 12, "window": 4, "k": 2, "batch": 16}
 
@@ -172,7 +172,7 @@ def test_docstring_examples():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from eigprec.chapters.degeneracy import training_plots as tp
+    from eigprec_book.chapters.degeneracy import training_plots as tp
 
     assert doctest.testmod(fmod).failed == 0
     finder = doctest.DocTestFinder()

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eigprec.chapters.degeneracy import schedule_methods
-from eigprec.chapters.degeneracy.schedule_methods import (
+from eigprec_book.chapters.degeneracy import schedule_methods
+from eigprec_book.chapters.degeneracy.schedule_methods import (
     DelayedSOAP,
     OneSidedSOAP,
     SkipFirstSOAP,

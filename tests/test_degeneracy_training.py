@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
-from eigprec.chapters.degeneracy.schedule_methods import DelayedSOAP, OneSidedSOAP, SkipFirstSOAP
-from eigprec.chapters.degeneracy.training import (
+from eigprec_book.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
+from eigprec_book.chapters.degeneracy.schedule_methods import DelayedSOAP, OneSidedSOAP, SkipFirstSOAP
+from eigprec_book.chapters.degeneracy.training import (
     REMEDIES,
     Regression,
     Setting,
@@ -146,18 +146,18 @@ def test_docstring_examples_run(module):
     import matplotlib
 
     matplotlib.use("Agg")
-    mod = importlib.import_module(f"eigprec.chapters.degeneracy.{module}")
+    mod = importlib.import_module(f"eigprec_book.chapters.degeneracy.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
 
 
 def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
-    from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
-    from eigprec.chapters.degeneracy.mlp import mlp_experiment
-    from eigprec.chapters.degeneracy.practice import practice_experiment
-    from eigprec.chapters.degeneracy.real_model import lm_experiment
-    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
-    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+    from eigprec_book.chapters.degeneracy.failure_map import failure_map_experiment
+    from eigprec_book.chapters.degeneracy.mlp import mlp_experiment
+    from eigprec_book.chapters.degeneracy.practice import practice_experiment
+    from eigprec_book.chapters.degeneracy.real_model import lm_experiment
+    from eigprec_book.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec_book.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
     monkeypatch.delenv("EIGPREC_FULL", raising=False)
     small = {name: experiment_kwargs(name) for name in EXPERIMENTS}
@@ -203,8 +203,8 @@ def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
     # other argument as at chapter scale, so the reader's notebook runs every line.
     import inspect
 
-    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
-    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+    from eigprec_book.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec_book.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
     monkeypatch.delenv("EIGPREC_FULL", raising=False)
     monkeypatch.delenv("EIGPREC_QUICK", raising=False)

@@ -88,7 +88,7 @@ eigprec.has_real_tf32("cpu")
 eigprec.time_side_by_side({{"a": lambda: a @ a}}, repeats=2)
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
 assert not leaked, leaked
-assert "eigprec.book" not in sys.modules
+assert "eigprec_book.helpers" not in sys.modules
 print("ok")
 """
 

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eigprec import eig
+from eigprec.eig import kth as eig
 from eigprec.eig import kth_eigvalsh
 
 FAST = ("subset", "inverse_iteration")

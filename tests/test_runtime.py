@@ -12,7 +12,7 @@ import torch
 
 import eigprec
 from eigprec import describe_runtime, matmul_precision
-from eigprec.book import full_scale, quick_scale
+from eigprec_book.helpers import full_scale, quick_scale
 
 
 def test_fields_match_this_machine():
@@ -53,7 +53,7 @@ def test_cupy_not_imported(tmp_path):
     stand_in.mkdir()
     mark = tmp_path / "imported"
     (stand_in / "__init__.py").write_text(f"open({str(mark)!r}, 'w').close()\n")
-    code = "import sys, eigprec, eigprec.book; eigprec.describe_runtime(); "
+    code = "import sys, eigprec, eigprec_book.helpers; eigprec.describe_runtime(); "
     code += "print('cupy' in sys.modules)"
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
@@ -98,8 +98,8 @@ def test_html_escapes_device_name():
     [("1", True), ("yes", True), (" TRUE ", True), ("0", False), ("", False), ("full", False)],
 )
 def test_full_scale(monkeypatch, value, expected):
-    # The book decides the scale (eigprec.book.full_scale); the provenance box, which the
-    # library draws without importing eigprec.book, says the same.
+    # The book decides the scale (eigprec_book.helpers.full_scale); the provenance box, which the
+    # library draws without importing eigprec_book.helpers, says the same.
     monkeypatch.setenv("EIGPREC_FULL", value)
     assert full_scale() is expected
     info = describe_runtime()
@@ -133,9 +133,9 @@ def test_quick_and_full_scale_together_are_refused(monkeypatch):
 def test_full_scale_is_a_book_helper_not_library():
     assert "full_scale" not in eigprec.__all__
     assert not hasattr(eigprec, "full_scale")
-    assert full_scale.__module__ == "eigprec.book.scale"
+    assert full_scale.__module__ == "eigprec_book.helpers.scale"
     assert "quick_scale" not in eigprec.__all__
-    assert quick_scale.__module__ == "eigprec.book.scale"
+    assert quick_scale.__module__ == "eigprec_book.helpers.scale"
 
 
 def _fake_cuda(monkeypatch, name: str, capability: tuple[int, int], hip: str | None = None):

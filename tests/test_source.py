@@ -6,7 +6,7 @@ import re
 import pytest
 
 import eigprec
-from eigprec.book import show_source
+from eigprec_book.helpers import show_source
 from eigprec.runtime import RuntimeInfo
 
 

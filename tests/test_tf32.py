@@ -12,8 +12,8 @@ from torch.overrides import _get_current_function_mode_stack
 
 import eigprec
 import eigprec.tf32 as tf32
-from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
-from eigprec.chapters.tf32.probes import rounding_probe
+from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment
+from eigprec_book.chapters.tf32.probes import rounding_probe
 from eigprec.tf32 import (
     ROUNDINGS,
     emulate_tf32,
@@ -637,9 +637,9 @@ def test_experiment_is_deterministic():
 def test_docstring_examples():
     import doctest
 
-    import eigprec.chapters.tf32.experiments
+    import eigprec_book.chapters.tf32.experiments
 
-    for module in (tf32, eigprec.chapters.tf32.experiments):
+    for module in (tf32, eigprec_book.chapters.tf32.experiments):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0
 

@@ -403,7 +403,7 @@ def test_hardware_path_flips_one_setting_and_restores_it(monkeypatch):
     # CPU ignores it, so TF32 adds nothing to float32's own error), and the setting is back.
     import contextlib
 
-    import eigprec._audit_mode as mode
+    import eigprec.audit.mode as mode
 
     flips = []
     original = mode._gpu_tf32
@@ -599,7 +599,7 @@ def test_no_overflow_column_without_overflow():
 def test_forward_frames_stay_bounded_over_a_long_training_loop(monkeypatch):
     # The bound is lowered so that a loop 20x longer than it runs in a few seconds (with the
     # real bound, 4096, 20,000 steps take ~45 s here and also stay at the bound).
-    from eigprec import _audit_mode
+    from eigprec.audit import mode as _audit_mode
 
     monkeypatch.setattr(_audit_mode, "FORWARD_FRAMES_LIMIT", 100)
     w = randn(4, 3, requires_grad=True)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from eigprec import _audit_mode
+from eigprec.audit import mode as _audit_mode
 from eigprec.audit import tf32_audit
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import has_real_tf32, round_tf32
@@ -153,7 +153,7 @@ def test_row_column_scale_reads_nan_free_exactly_when_no_operand_holds_nan(
     # The audit rounds a GEMM's operands to TF32 without a NaN screen of their own when the
     # row and column norms read no NaN: that reading must never call an operand with a NaN
     # NaN-free (inf and huge entries, which overflow the norms, are no NaN).
-    from eigprec._audit_measures import _row_column_scale
+    from eigprec.audit.measures import _row_column_scale
 
     gen = torch.Generator().manual_seed(seed)
     a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from eigprec import _audit_mode, _tf32_dispatch
-from eigprec._tf32_dispatch import triage
+from eigprec.audit import mode as _audit_mode
+from eigprec.tf32 import dispatch as _tf32_dispatch
+from eigprec.tf32.dispatch import triage
 from eigprec.audit import tf32_attribution, tf32_audit
 from eigprec.tf32 import emulate_tf32
 

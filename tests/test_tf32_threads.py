@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import eigprec._audit_mode as audit_mode
+import eigprec.audit.mode as audit_mode
 from eigprec import current_matmul_precision, matmul_precision
 from eigprec.audit import tf32_audit
 from eigprec.tf32 import tf32_matmul_enabled
@@ -215,7 +215,7 @@ def test_lstm_rebuild_is_the_native_loop_bit_for_bit():
     # loop instead of switching oneDNN off; that copy must be the native loop exactly.
     import itertools
 
-    from eigprec._tf32_opaque import lstm_native
+    from eigprec.tf32.opaque import lstm_native
 
     for layers, bi, batch_first, proj, bias, p in itertools.product(
         (1, 2), (False, True), (False, True), (0, 2), (True, False), (0.0, 0.5)

@@ -19,7 +19,6 @@ import argparse
 import time
 
 import torch
-
 from eigprec_book.chapters.degeneracy import practice as pr
 from eigprec_book.chapters.degeneracy import training as tr
 from eigprec_book.chapters.degeneracy.scale import experiment_kwargs

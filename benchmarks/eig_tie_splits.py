@@ -18,9 +18,9 @@ import argparse
 import math
 
 import torch
+from eigprec_book.chapters.clarke.tie_splits import measure_tie_splits
 
 from eigprec.eig.tolerance import CLUSTER_TOL_CAP, CLUSTER_TOL_FACTOR
-from eigprec_book.chapters.clarke.tie_splits import measure_tie_splits
 
 
 def _ints(text: str) -> tuple[int, ...]:

@@ -9,10 +9,10 @@ on their own, and the non-executing build checks the rendered page.
 import re
 from types import SimpleNamespace
 
+import eigprec_book.helpers
 import pytest
 
 import eigprec
-import eigprec_book.helpers
 
 from .conftest import ROOT, book_extension
 

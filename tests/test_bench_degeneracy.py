@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
-
 from eigprec_book.record import degeneracy as bench
 from eigprec_book.record.cli import COMMANDS, build_parser, main
+
 from eigprec.precision import current_matmul_precision
 
 from .conftest import ROOT

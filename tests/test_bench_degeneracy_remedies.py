@@ -4,7 +4,8 @@ import doctest
 import json
 
 import pytest
-
+from eigprec_book.chapters.degeneracy.failure_map import harm_counts
+from eigprec_book.chapters.degeneracy.schedule_methods import clipped_spike
 from eigprec_book.record import degeneracy_remedies as remedy_record
 from eigprec_book.record.degeneracy_remedies import (
     load_remedy_record,
@@ -12,8 +13,6 @@ from eigprec_book.record.degeneracy_remedies import (
     merge_records,
     record_remedies,
 )
-from eigprec_book.chapters.degeneracy.failure_map import harm_counts
-from eigprec_book.chapters.degeneracy.schedule_methods import clipped_spike
 
 TINY = {
     "layers": [((8, 4), 0.1)],

@@ -8,8 +8,8 @@ import math
 
 import pytest
 import torch
-
 from eigprec_book.record.cli import COMMANDS, build_parser, main
+
 from eigprec.timing import time_side_by_side
 
 
@@ -145,6 +145,7 @@ def test_eig_parser_defaults_and_validation():
 
 def test_inverse_iteration_variant_is_one_pointer(monkeypatch):
     from eigprec_book.record import eig as bench_eig
+
     from eigprec.eig import kth_eigvalsh
 
     g = torch.Generator().manual_seed(0)

@@ -13,11 +13,11 @@ import json
 
 import pytest
 import torch
+from eigprec_book.chapters.clarke import speed
+from eigprec_book.record import eig as bench_eig
 
 import eigprec.eig
 from eigprec.eig import cupy_solver as _cupy_bridge
-from eigprec_book.record import eig as bench_eig
-from eigprec_book.chapters.clarke import speed
 
 from ._fake_cupy import FakeCupy, on_fake_gpu
 
@@ -30,7 +30,7 @@ def _fake_gpu(monkeypatch, fake: FakeCupy) -> FakeCupy:
     resolve = eigprec.eig.kth._resolve_backend
     # backend="cupy" insists on CUDA tensors; the fake runs on CPU ones.
     monkeypatch.setattr(
-        eigprec.eig,
+        eigprec.eig.kth,
         "_resolve_backend",
         lambda b, A, *args, **kw: "cupy" if b == "cupy" else resolve(b, A, *args, **kw),
     )

@@ -13,11 +13,10 @@ import json
 
 import pytest
 import torch
-
-from eigprec_book.record import eig_rule as _eig_choice
+from eigprec_book.chapters.clarke import speed
 from eigprec_book.record import _eig_grid
 from eigprec_book.record import eig as bench_eig
-from eigprec_book.chapters.clarke import speed
+from eigprec_book.record import eig_rule as _eig_choice
 
 from ._fake_cupy import FakeCupy
 from .test_bench_eig_cupy import _fake_gpu

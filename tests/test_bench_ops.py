@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-
 from eigprec_book.record import ops
 from eigprec_book.record.cli import main
 

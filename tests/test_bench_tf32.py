@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from eigprec_book.record import tf32 as bench
 from eigprec_book.record import write_record
 from eigprec_book.record.cli import build_parser, main
+
 from eigprec.tf32 import ROUNDINGS, emulate_tf32
 
 SRC = Path(__file__).resolve().parents[1] / "src"

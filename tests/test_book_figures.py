@@ -5,7 +5,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
-
 from eigprec_book.helpers.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
 
 

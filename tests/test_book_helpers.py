@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from eigprec_book.helpers import glue, load_record, progress
 from eigprec_book.helpers import notebook as book_module
 

@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-
 from eigprec_book.chapters.clarke import experiments as ce
 from eigprec_book.chapters.clarke import regression, speed
 

@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-
 from eigprec_book.chapters.clarke import ties
 
 

@@ -2,12 +2,12 @@ import math
 
 import pytest
 import torch
+from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
+from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
+from eigprec_book.helpers import printed_bound
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eigprec_book.helpers import printed_bound
-from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
-from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
 from eigprec.soap import ema_first_weight
 from eigprec.tf32 import tf32_mode
 
@@ -160,7 +160,10 @@ def test_docstring_examples():
     import eigprec_book.chapters.degeneracy.experiments
     import eigprec_book.chapters.degeneracy.spike
 
-    for module in (eigprec_book.chapters.degeneracy.experiments, eigprec_book.chapters.degeneracy.spike):
+    for module in (
+        eigprec_book.chapters.degeneracy.experiments,
+        eigprec_book.chapters.degeneracy.spike,
+    ):
         assert doctest.testmod(module).failed == 0
 
 
@@ -202,7 +205,6 @@ def test_printed_bound_rounds_the_safe_way_and_checks_input():
 
 def test_every_spike_panel_has_a_legend_and_runs_differ_in_style():
     import matplotlib.pyplot as plt
-
     from eigprec_book.chapters.degeneracy import plots
 
     small = {"shape": (8, 4), "steps": 6, "spike_step": 3}

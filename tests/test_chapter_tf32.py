@@ -5,10 +5,9 @@ from __future__ import annotations
 import doctest
 import math
 
+import eigprec_book.chapters.tf32.experiments as tx
 import pytest
 import torch
-
-import eigprec_book.chapters.tf32.experiments as tx
 
 
 def test_spectrum_is_the_specified_one():

@@ -5,12 +5,11 @@ from __future__ import annotations
 import doctest
 import math
 
-import pytest
-import torch
-
 import eigprec_book.chapters.tf32.audits as audits
 import eigprec_book.chapters.tf32.knobs as tk
 import eigprec_book.chapters.tf32.model as tm
+import pytest
+import torch
 from eigprec_book.chapters.tf32.experiments import OOTOMO_A100_TFLOPS, PUBLISHED_THROUGHPUT
 
 
@@ -130,7 +129,7 @@ def test_audit_rows_name_the_caller_of_a_helper():
     assert len(rows) == 3 and all(
         set(r) == {"site", "product", "calls", "norm", "entry", "scaled"} for r in rows
     )
-    assert rows[0]["site"].startswith("soap.py:") and "_update_factors" in rows[0]["site"]
+    assert rows[0]["site"].startswith("core.py:") and "factor_targets" in rows[0]["site"]
     assert "_mm" not in rows[0]["site"]
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import doctest
 
-import pytest
-
 import eigprec_book.chapters.tf32.normal_eq as ne
+import pytest
 
 
 def test_attribution_sees_the_gram_matrix_amplified():

@@ -9,9 +9,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
-
 import eigprec_book.chapters.tf32.plots as tp
+import matplotlib.pyplot as plt
 from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment, predicted_median_error
 
 
@@ -120,9 +119,9 @@ def test_truncated_series_is_drawn_without_a_model_line():
 
 def test_figures_fit_the_column_with_readable_text():
     """Each figure the chapter shows is at most 7 in wide with text >= 9 pt (issue 23.3)."""
-    from eigprec_book.helpers import check_readable, use_book_style
     from eigprec_book.chapters.tf32.model import qtlq_rounding_contributions
     from eigprec_book.chapters.tf32.published import diag_qtlq_roundings
+    from eigprec_book.helpers import check_readable, use_book_style
 
     with matplotlib.rc_context():
         use_book_style()

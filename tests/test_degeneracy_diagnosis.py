@@ -2,9 +2,6 @@
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
-
 from eigprec_book.chapters.degeneracy.diagnosis import (
     factor_history,
     hidden_damage,
@@ -22,6 +19,9 @@ from eigprec_book.chapters.degeneracy.kl_methods import (
 )
 from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
 from eigprec_book.chapters.degeneracy.training import Setting
+from hypothesis import given
+from hypothesis import strategies as st
+
 from eigprec.soap import SOAP
 
 SHAPE = (32, 16)

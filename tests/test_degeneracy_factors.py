@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-
 from eigprec_book.chapters.degeneracy import factors
 from eigprec_book.chapters.degeneracy.factors import factor_health_experiment, offdiag_mass
 from eigprec_book.chapters.degeneracy.training import Setting

@@ -10,9 +10,6 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from eigprec_book.chapters.degeneracy import failure_map as fmod
 from eigprec_book.chapters.degeneracy.failure_map import (
     ARMS,
@@ -22,6 +19,8 @@ from eigprec_book.chapters.degeneracy.failure_map import (
     failure_map_experiment,
 )
 from eigprec_book.chapters.degeneracy.training import Regression, Setting, _Trainer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SMALL = {"spike_step": 12, "window": 4, "k": 2, "batch": 16}
 
@@ -171,7 +170,6 @@ def test_docstring_examples():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from eigprec_book.chapters.degeneracy import training_plots as tp
 
     assert doctest.testmod(fmod).failed == 0

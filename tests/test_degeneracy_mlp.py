@@ -5,7 +5,6 @@ import importlib
 
 import pytest
 import torch
-
 from eigprec_book.chapters.degeneracy.mlp import TeacherStudent, mlp_experiment
 from eigprec_book.chapters.degeneracy.practice import Arm, practice_experiment, row_spike
 

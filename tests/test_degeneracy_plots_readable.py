@@ -6,7 +6,6 @@ import torch
 
 matplotlib.use("Agg")
 
-from eigprec_book.helpers import check_readable, use_book_style
 from eigprec_book.chapters.degeneracy import plots as dp
 from eigprec_book.chapters.degeneracy import practice as pr
 from eigprec_book.chapters.degeneracy import practice_plots as pp
@@ -15,6 +14,7 @@ from eigprec_book.chapters.degeneracy import training_plots as tp
 from eigprec_book.chapters.degeneracy import transient as tt
 from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
 from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+from eigprec_book.helpers import check_readable, use_book_style
 
 SMALL = {"shape": (12, 6), "batch": 16}
 

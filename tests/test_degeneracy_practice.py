@@ -5,17 +5,20 @@ import importlib
 
 import pytest
 import torch
-
 from eigprec_book.chapters.degeneracy import practice
 from eigprec_book.chapters.degeneracy.kl_methods import EMAEigvalSOAP
 from eigprec_book.chapters.degeneracy.practice import Arm, peak_spread, practice_experiment
+
 from eigprec.soap import SOAP
 
 TOY = {"shape": (12, 6), "batch": 16, "steps": 12, "spike_step": 6}
 
 
 def test_docstring_examples_run():
-    for name in ("eigprec_book.chapters.degeneracy.practice", "eigprec_book.chapters.degeneracy.kl_methods"):
+    for name in (
+        "eigprec_book.chapters.degeneracy.practice",
+        "eigprec_book.chapters.degeneracy.kl_methods",
+    ):
         result = doctest.testmod(importlib.import_module(name))
         assert result.attempted > 0 and result.failed == 0, name
 

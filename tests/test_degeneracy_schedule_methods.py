@@ -5,9 +5,6 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from eigprec_book.chapters.degeneracy import schedule_methods
 from eigprec_book.chapters.degeneracy.schedule_methods import (
     DelayedSOAP,
@@ -15,6 +12,9 @@ from eigprec_book.chapters.degeneracy.schedule_methods import (
     SkipFirstSOAP,
     clipped_spike,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from eigprec.soap import SOAP
 
 KW = {"use_kl_shampoo": True, "fp32_matmul_prec": "highest", "qr_fp32_matmul_prec": "highest"}

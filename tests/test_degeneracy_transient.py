@@ -5,7 +5,6 @@ import math
 import matplotlib
 import pytest
 import torch
-
 from eigprec_book.chapters.degeneracy.training import Setting, training_experiment
 from eigprec_book.chapters.degeneracy.training_plots import (
     plot_r_spectra,
@@ -126,7 +125,6 @@ def test_r_spectra_plot_draws_every_run():
 
 def test_transient_takes_the_factor_beta_and_checks_it():
     import torch
-
     from eigprec_book.chapters.degeneracy.training import Setting
     from eigprec_book.chapters.degeneracy.transient import transient_experiment
 

@@ -99,10 +99,11 @@ def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, ca
     _page(
         book / "book" / "a.ipynb",
         "from eigprec_book.helpers import guard, check\n"
-        "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck('flag', True)",
+        "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck(True, 'flag')",
     )
     _page(
-        book / "book" / "b.ipynb", "from eigprec_book.helpers import guard\nguard('fails', 0.5, '>', 1.0)"
+        book / "book" / "b.ipynb",
+        "from eigprec_book.helpers import guard\nguard('fails', 0.5, '>', 1.0)",
     )
     assert _run(book) == 1
     out = capsys.readouterr().out
@@ -114,7 +115,8 @@ def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, ca
     assert report["configuration"]["name"] == "default"
     # A cached page keeps the guard records of its execution; a failed one is re-run.
     _page(
-        book / "book" / "b.ipynb", "from eigprec_book.helpers import guard\nguard('fixed', 2.0, '>', 1.0)"
+        book / "book" / "b.ipynb",
+        "from eigprec_book.helpers import guard\nguard('fixed', 2.0, '>', 1.0)",
     )
     assert _run(book) == 0
     report = json.loads((book / "_build" / "guard-margins.json").read_text())

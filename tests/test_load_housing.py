@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from eigprec_book.chapters.clarke import regression
 
 sklearn_datasets = pytest.importorskip("sklearn.datasets")

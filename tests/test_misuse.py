@@ -6,12 +6,12 @@ import threading
 
 import pytest
 import torch
-
-import eigprec
-from eigprec_book.helpers import glue, load_record
 from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
 from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
 from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment
+from eigprec_book.helpers import glue, load_record
+
+import eigprec
 
 
 @pytest.mark.parametrize("name", [3, None, b"x"])

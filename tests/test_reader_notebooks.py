@@ -176,7 +176,9 @@ def test_a_visible_cell_needing_what_a_guard_defines_fails_naming_the_cell(
 
 
 def test_a_name_no_cell_defines_fails_naming_the_cell(tmp_path):
-    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "print(nowhere)", "x = 1"], {}, PROSE)
+    book = _book(
+        tmp_path, ["from eigprec_book.helpers import glue", "print(nowhere)", "x = 1"], {}, PROSE
+    )
     with pytest.raises(GenerationError, match=r"cell 3 \(id c1\) uses `nowhere`"):
         _generate(book)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 
 from eigprec.audit import mode as _audit_mode
-from eigprec.tf32 import dispatch as _tf32_dispatch
-from eigprec.tf32.dispatch import triage
 from eigprec.audit import tf32_attribution, tf32_audit
+from eigprec.tf32 import dispatch as _tf32_dispatch
 from eigprec.tf32 import emulate_tf32
+from eigprec.tf32.dispatch import triage
 
 aten = torch.ops.aten
 
@@ -72,7 +72,9 @@ def test_every_mode_starts_with_the_triage(monkeypatch):
 
         return triage_
 
-    monkeypatch.setattr(_tf32_dispatch, "triage", counting("emulator"))
+    import eigprec.tf32.emulate
+
+    monkeypatch.setattr(eigprec.tf32.emulate, "triage", counting("emulator"))
     a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
     with emulate_tf32():
         a @ a

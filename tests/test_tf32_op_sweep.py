@@ -15,12 +15,12 @@ import warnings
 
 import pytest
 import torch
+from eigprec_book.chapters.tf32.op_sweep import SOLVES, changed_ops
+from eigprec_book.record.ops import op_db_float32
 from torch.utils._pytree import tree_leaves
 
 from eigprec import NotEmulatedWarning, emulate_tf32, matmul_precision
 from eigprec.audit import tf32_audit
-from eigprec_book.record.ops import op_db_float32
-from eigprec_book.chapters.tf32.op_sweep import SOLVES, changed_ops
 
 SAMPLES_PER_OP = 1
 MIN_OPERATORS = 300

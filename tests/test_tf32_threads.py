@@ -178,7 +178,9 @@ def test_emulated_lstm_leaves_onednn_alone_under_a_concurrent_flags_block(monkey
     assert torch._C._get_mkldnn_enabled()
     a_inside, b_entered, a_done = threading.Event(), threading.Event(), threading.Event()
     seen_in_a: list[bool] = []
-    original = tf32._round_bits
+    import eigprec.tf32.core as core
+
+    original = core.round_bits
 
     def rounding(x, rounding, screen=True):
         if not a_inside.is_set():
@@ -187,7 +189,7 @@ def test_emulated_lstm_leaves_onednn_alone_under_a_concurrent_flags_block(monkey
             b_entered.wait(0.5)
         return original(x, rounding, screen)
 
-    monkeypatch.setattr(tf32, "_round_bits", rounding)
+    monkeypatch.setattr(core, "round_bits", rounding)
     lstm = torch.nn.LSTM(4, 3)
     x = torch.randn(5, 2, 4)
 

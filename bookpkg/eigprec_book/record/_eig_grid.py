@@ -31,11 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from eigprec.eig import kth as eig
-from eigprec_book.record import eig_rule as _eig_choice
 from eigprec.eig import cupy_solver as _cupy_bridge
+from eigprec.eig import kth as eig
 from eigprec.eig.ops import factor_op
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
+from eigprec_book.record import eig_rule as _eig_choice
 
 __all__ = [
     "DRY_RUN",

@@ -74,10 +74,11 @@ def _transformers() -> Any:
         warnings.filterwarnings("ignore", message="IProgress not found")
         try:
             import transformers
-        except ImportError as exc:  # the book extra brings it; the library never needs it
+        except ImportError as exc:  # the book's package needs it; the library never does
             raise ImportError(
-                "eigprec_book.chapters.tf32.architectures needs transformers "
-                '(pip install "eigprec[book]")'
+                "eigprec_book.chapters.tf32.architectures needs transformers, a dependency of "
+                "the book's package eigprec-book (make env installs it; or pip install "
+                "transformers)"
             ) from exc
         for names in _CLASSES_OF.values():
             for class_name in names:

@@ -54,7 +54,8 @@ def audit_soap_step(
 
     The optimizer first takes ``warmup`` unaudited steps so that its factors and eigenbases
     are those of a run in progress; then one forward, backward and ``step`` is audited, with
-    the sites named inside :mod:`eigprec.soap` (``skip=("torch",)``, two frames deep).
+    the sites named inside :mod:`eigprec.soap` (``skip=("torch",)``, three frames deep: a
+    product, the core function that makes it, and the optimizer's stage that calls that).
 
     Args:
         rows: output size of the layer's weight.
@@ -84,7 +85,7 @@ def audit_soap_step(
         loss().backward()
         opt.step()
     opt.zero_grad()
-    with tf32_audit(skip=("torch",), depth=2) as report:
+    with tf32_audit(skip=("torch",), depth=3) as report:
         loss().backward()
         opt.step()
     return report

@@ -35,7 +35,7 @@ from eigprec._args import check_int, check_real
 from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap.monitor import SOAPMonitor
 from eigprec.tf32 import emulate_tf32
-from eigprec_book.chapters.degeneracy.failure_map import ARMS, HARM_RATIO, reference_first
+from eigprec_book.chapters.degeneracy.failure_map import ARMS, reference_first
 from eigprec_book.chapters.degeneracy.training import REMEDIES, remedy_class
 
 __all__ = ["JUMP", "LMResult", "TinyLM", "lm_experiment"]
@@ -43,6 +43,9 @@ __all__ = ["JUMP", "LMResult", "TinyLM", "lm_experiment"]
 #: A run *jumped* when its peak held-out loss after the spike exceeds its loss just before
 #: the spike by more than this factor (10 %).
 JUMP = 1.1
+
+#: ``"harmed"``: the peak more than this multiple of the float64 run's peak.
+HARM_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class LMResult:
         rows: Dicts with ``"arm"``, ``"seed"``, ``"peak"`` (largest held-out loss in the
             window after the spike), ``"before"`` (held-out loss just before the spike),
             ``"final"``, ``"ratio"`` (peak over the float64 run's), ``"harmed"`` (ratio >
-            :data:`~eigprec_book.chapters.degeneracy.failure_map.HARM_RATIO`), ``"jump"`` (peak
+            :data:`HARM_RATIO`), ``"jump"`` (peak
             over ``before``: the spike's own effect, which does not depend on how well the
             run had trained before it), ``"jump ratio"`` (jump over the float64 run's),
             ``"clipped

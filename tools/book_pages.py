@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +30,26 @@ PAGE_SUFFIX = ".md"
 
 
 def is_page(path: Path) -> bool:
-    """Whether ``path`` is a notebook page: a ``.md`` file MyST-NB reads as a notebook
-    (front matter with ``file_format: mystnb``, or jupytext's ``format_name: myst``).
+    """Whether ``path`` is a notebook page: a ``.md`` file whose front matter has the line
+    ``file_format: mystnb`` (the form MyST-NB reads as a notebook, and the one the book's
+    pages use; tests/test_book_files.py checks that MyST-NB agrees on every file of
+    ``book/``). A plain Markdown page (the introduction, the glossary) is not one.
 
-    A plain Markdown page (the introduction, the glossary) is not one.
+    Needs the standard library only: the GPU recorder lists the chapters with the GPU
+    machine's own Python, before its carried wheels (PyYAML, MyST-NB) are on the path.
     """
-    from myst_nb.core.read import is_myst_markdown_notebook
-
     path = Path(path)
     if path.suffix != PAGE_SUFFIX or not path.is_file():
         return False
-    return is_myst_markdown_notebook(path.read_text(encoding="utf-8"))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        return False
+    for line in lines[1:]:
+        if line.startswith(("---", "...")):
+            return False
+        if re.fullmatch(r"file_format:\s*([\"']?)mystnb\1\s*", line):
+            return True
+    return False
 
 
 def page_paths(folder: Path) -> list[Path]:

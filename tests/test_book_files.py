@@ -108,6 +108,14 @@ def test_prose_is_one_sentence_or_clause_per_line(path: Path):
     )
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_pages_link_each_other_by_name_not_by_file(path: Path):
+    # A Markdown link to tf32.ipynb broke when the pages became .md; {doc}`tf32` names the
+    # page (and the reader's notebook turns it into a link to the published page).
+    files = re.findall(r"\]\(([\w./-]+\.(?:ipynb|md))(?:#[^)]*)?\)", path.read_text())
+    assert not files, f"{path.name}: link pages with {{doc}} or {{ref}}, not {files}"
+
+
 def test_prose_lines_skip_code_math_and_tables(tmp_path):
     page = tmp_path / "p.md"
     wide = "x" * 300

@@ -477,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check_only:
             target.write_text(text, encoding="utf-8")
         print(f"ok   {source} -> {target} ({len(nb['cells'])} cells)")
+        # A Markdown link to a page's file breaks once the pages are .md files: name the
+        # page with {doc} instead (tests/test_book_files.py fails on such a link).
+        for link in sorted(set(re.findall(r"\]\(([\w./-]+\.ipynb)(?:#[^)]*)?\)", text))):
+            print(f"     note: {target} links to {link}; write {{doc}}`...` instead")
     return 1 if failed else 0
 
 

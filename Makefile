@@ -13,20 +13,22 @@ STAMP := $(VENV)/.eigprec-installed
 CACHE_KEY_FILE := $(BUILD)/.eigprec-cache-key
 JB := $(BIN)/jupyter-book build . --builder html --keep-going
 
-# Progress bars as text in a terminal only, never in a cell output (eigprec.book.progress);
+# Progress bars as text in a terminal only, never in a cell output (eigprec_book.helpers.progress);
 # kernels found in .venv before any user-level kernelspec.
 export EIGPREC_PROGRESS := text
 export JUPYTER_PREFER_ENV_PATH := 1
 export JUPYTER_PLATFORM_DIRS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
-# The Colab check's scale (tools/colab_check.py --quick) never reaches a build: pages
-# executed with it would fail their guards.
-unexport EIGPREC_QUICK
+# The Colab check's scale (tools/colab_check.py --quick sets it in its own kernels) never
+# reaches a build: pages executed with it would fail their guards.
+ifeq ($(strip $(EIGPREC_SCALE)),quick)
+$(error EIGPREC_SCALE=quick is the Colab check's scale (tools/colab_check.py --quick); pages built at it fail their guards: unset it)
+endif
 
 # Everything that can change what a chapter prints besides its code cells.
 # jupyter-cache keys only on code cells (jupyter-book issue 1633), so a change
 # here must empty the execution cache.
-CACHE_INPUTS := src book/data requirements.txt pyproject.toml
+CACHE_INPUTS := src bookpkg book/data requirements.txt pyproject.toml bookpkg/pyproject.toml
 
 .PHONY: book test env lint unit cache-key strict-book site-check colab-check publish \
 	linkcheck notebooks clean help robustness
@@ -61,7 +63,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check --no-compile
 
 env: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml bookpkg/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@index='$(TORCH_INDEX)'; \
 	if [ "$$index" = auto ]; then \
@@ -75,7 +77,7 @@ $(STAMP): requirements.txt pyproject.toml
 	  $(PIP) --quiet --no-deps --ignore-requires-python \
 	     emerging-optimizers==0.3.0; \
 	fi
-	$(PIP) --quiet --no-deps -e .
+	$(PIP) --quiet --no-deps -e . -e bookpkg
 	$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (eigprec)" >/dev/null
 	@touch $@
@@ -164,9 +166,9 @@ site-check: env
 
 # The GPU publishing workflow (.github/workflows/book.yml): strict like `make test`,
 # but it keeps an execution cache the workflow restores on a fresh checkout, where
-# file times are new; so this key hashes contents only (plus EIGPREC_FULL and the
+# file times are new; so this key hashes contents only (plus EIGPREC_SCALE and the
 # device) and lives inside the cache folder it vouches for.
-CONTENT_KEY = $$($(PY) tools/cache_key.py --content-only --extra "full=$${EIGPREC_FULL:-}" \
+CONTENT_KEY = $$($(PY) tools/cache_key.py --content-only --extra "scale=$${EIGPREC_SCALE:-chapter}" \
 	--extra "$$($(PY) -c 'import torch; c = torch.cuda; print(c.get_device_name() if c.is_available() else "cpu")')" \
 	$(CACHE_INPUTS))
 PUBLISH_KEY_FILE := $(BUILD)/.jupyter_cache/.eigprec-content-key

@@ -157,7 +157,7 @@ def memory(steps: int) -> tuple[int, int, int]:
     import torch
 
     import eigprec
-    from eigprec import _audit_mode
+    from eigprec.audit import mode as _audit_mode
     from eigprec.audit import tf32_audit
 
     own = [tracemalloc.Filter(True, str(Path(eigprec.__file__).parent / "*"))]

@@ -19,10 +19,9 @@ import argparse
 import time
 
 import torch
-
-from eigprec.chapters.degeneracy import practice as pr
-from eigprec.chapters.degeneracy import training as tr
-from eigprec.chapters.degeneracy.scale import experiment_kwargs
+from eigprec_book.chapters.degeneracy import practice as pr
+from eigprec_book.chapters.degeneracy import training as tr
+from eigprec_book.chapters.degeneracy.scale import experiment_kwargs
 
 TARGET = 0.85
 

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from eigprec_book.chapters.degeneracy import mlp as ml
+from eigprec_book.chapters.degeneracy import practice as pr
+from eigprec_book.chapters.degeneracy import training as tr
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from eigprec import emulate_tf32, matmul_precision
-from eigprec.chapters.degeneracy import mlp as ml
-from eigprec.chapters.degeneracy import practice as pr
-from eigprec.chapters.degeneracy import training as tr
 from eigprec.timing import perf_counter_clock, time_interleaved
 
 ARMS = ("highest", "null mode", "emulated")

@@ -4,7 +4,7 @@ Run on a CUDA machine with CuPy: ``python benchmarks/cupy_convergence_check.py O
 For random, Gram, graded and shifted symmetric batches at n = 16 … 1024, cuSOLVER's
 ``syevjBatched`` (through eigprec's bridge, before its failure test) with the default sweeps
 and with 1, 2 and 3 sweeps; per case, the Frobenius miss |‖A‖_F² − Σ λ_i²| / (eps ‖A‖_F²) on A
-scaled to unit largest entry, in units of n ulps (the bound of ``_unconverged`` is
+scaled to unit largest entry, in units of n ulps (the bound of ``unconverged`` is
 ``_FRO_N · n + _FRO_ULPS``): the largest over converged matrices must lie under it, the
 smallest over stopped ones above it.
 """
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from eigprec import _cupy_bridge as br
+from eigprec.eig import cupy_solver as br
 
 
 def _batch(kind: str, b: int, n: int, g: torch.Generator) -> torch.Tensor:
@@ -71,7 +71,7 @@ def main(out: str) -> None:
                             "info_nonzero": int((torch.from_dlpack(info) != 0).sum()),
                             "miss_max_n_ulps": float(m[fin].max()) if fin.any() else None,
                             "miss_min_n_ulps": float(m[fin].min()) if fin.any() else None,
-                            "marked": int(br._unconverged(a, w, True).sum()),
+                            "marked": int(br.unconverged(a, w, True).sum()),
                         }
                     )
                     print(json.dumps(rows[-1]), flush=True)

@@ -4,7 +4,7 @@ cluster tolerance of ``kth_eigvalsh(..., subgradient="mean")``.
 Prints, per case, the largest gap between consecutive computed copies of a tie and the largest
 spread max − min of the copies, in units of ``eps · √max(n, 16) · max|λ|`` (max over seeds,
 and the smallest seed's maximum), then the largest gap in plain ``eps · max|λ|`` beside the
-default tolerance in the same units (``eigprec._eig_tol.default_cluster_tol``:
+default tolerance in the same units (``eigprec.eig.tolerance.default_cluster_tol``:
 ``min(3 √max(n, 16), 20)``).
 
 Run: ``PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/eig_tie_splits.py [--seeds 5]``;
@@ -18,9 +18,9 @@ import argparse
 import math
 
 import torch
+from eigprec_book.chapters.clarke.tie_splits import measure_tie_splits
 
-from eigprec._eig_tol import CLUSTER_TOL_CAP, CLUSTER_TOL_FACTOR
-from eigprec.eig import measure_tie_splits
+from eigprec.eig.tolerance import CLUSTER_TOL_CAP, CLUSTER_TOL_FACTOR
 
 
 def _ints(text: str) -> tuple[int, ...]:

@@ -13,9 +13,9 @@ import time
 import traceback
 
 import torch
+from eigprec_book.chapters.tf32 import architectures as arch
 
 import eigprec
-from eigprec.chapters.tf32 import architectures as arch
 
 out = os.environ.get("OUT", ".")
 os.makedirs(out, exist_ok=True)

@@ -9,10 +9,10 @@ on their own, and the non-executing build checks the rendered page.
 import re
 from types import SimpleNamespace
 
+import eigprec_book.helpers
 import pytest
 
 import eigprec
-import eigprec.book
 
 from .conftest import ROOT, book_extension
 
@@ -50,7 +50,7 @@ def test_the_library_is_grouped_by_topic_each_with_a_summary_table():
         assert listed == documented, f"{topic}: the table and the entries differ"
 
 
-@pytest.mark.parametrize("package", [eigprec, eigprec.book], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("package", [eigprec, eigprec_book.helpers], ids=lambda p: p.__name__)
 def test_every_public_name_is_documented_once(package):
     listed = [n for b in _blocks() if b[1] == package.__name__ for n in b[2]]
     documented = [n for b in _blocks() if b[1] == package.__name__ for n in b[3]]
@@ -75,8 +75,8 @@ def test_a_reexported_constant_is_traced_to_the_lines_that_assign_it(eigprec_sph
     assert eigprec_sphinx._follow_constant(app, "eigprec", "MATMUL_PRECISIONS") == (
         "eigprec.precision"
     )
-    assert eigprec_sphinx._follow_constant(app, "eigprec.book", "MIN_FONT_PT") == (
-        "eigprec.book.figures"
+    assert eigprec_sphinx._follow_constant(app, "eigprec_book.helpers", "MIN_FONT_PT") == (
+        "eigprec_book.helpers.figures"
     )
     # Functions and classes: viewcode follows __module__ itself.
     assert eigprec_sphinx._follow_constant(app, "eigprec", "kth_eigvalsh") is None

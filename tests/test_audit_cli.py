@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eigprec._audit_cli import main
+from eigprec.audit.cli import main
 
 from .conftest import ROOT
 

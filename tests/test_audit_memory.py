@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eigprec
-from eigprec import _audit_mode
-from eigprec._recent_calls import RecentCalls
+from eigprec.audit import mode as _audit_mode
 from eigprec.audit import tf32_audit
+from eigprec.audit.recent import RecentCalls
 
 # The audit's own bookkeeping. Not the whole package: objects the audited block itself
 # creates (its tensors, which come and go) are allocated inside the audit's function modes

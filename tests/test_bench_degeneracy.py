@@ -1,4 +1,4 @@
-"""CPU-checkable parts of ``python -m eigprec.bench degeneracy``."""
+"""CPU-checkable parts of ``python -m eigprec_book.record degeneracy``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
+from eigprec_book.record import degeneracy as bench
+from eigprec_book.record.cli import COMMANDS, build_parser, main
 
-from eigprec.bench import degeneracy as bench
-from eigprec.bench.cli import COMMANDS, build_parser, main
 from eigprec.precision import current_matmul_precision
 
 from .conftest import ROOT
@@ -29,7 +29,7 @@ def cpu_record():
 
 
 def test_registered_and_parsed():
-    assert COMMANDS["degeneracy"][0] == "eigprec.bench.degeneracy"
+    assert COMMANDS["degeneracy"][0] == "eigprec_book.record.degeneracy"
     args = build_parser().parse_args(["degeneracy", "--out", "d.json"])
     assert (args.out, args.steps, args.budget) == ("d.json", 200, 130.0)
     with pytest.raises(SystemExit):
@@ -41,7 +41,7 @@ def test_registered_and_parsed():
 def test_refuses_without_cuda(tmp_path):
     out = tmp_path / "degeneracy.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "eigprec.bench", "degeneracy", "--out", str(out)],
+        [sys.executable, "-m", "eigprec_book.record", "degeneracy", "--out", str(out)],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},

@@ -4,16 +4,15 @@ import doctest
 import json
 
 import pytest
-
-from eigprec.bench import degeneracy_remedies as remedy_record
-from eigprec.bench.degeneracy_remedies import (
+from eigprec_book.chapters.degeneracy.failure_map import harm_counts
+from eigprec_book.chapters.degeneracy.schedule_methods import clipped_spike
+from eigprec_book.record import degeneracy_remedies as remedy_record
+from eigprec_book.record.degeneracy_remedies import (
     load_remedy_record,
     main,
     merge_records,
     record_remedies,
 )
-from eigprec.chapters.degeneracy.failure_map import harm_counts
-from eigprec.chapters.degeneracy.schedule_methods import clipped_spike
 
 TINY = {
     "layers": [((8, 4), 0.1)],

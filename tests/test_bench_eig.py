@@ -1,4 +1,4 @@
-"""Tests for ``python -m eigprec.bench eig`` and the side-by-side timer."""
+"""Tests for ``python -m eigprec_book.record eig`` and the side-by-side timer."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import math
 
 import pytest
 import torch
+from eigprec_book.record.cli import COMMANDS, build_parser, main
 
-from eigprec.bench.cli import COMMANDS, build_parser, main
 from eigprec.timing import time_side_by_side
 
 
 def test_eig_subcommand_registered():
-    assert COMMANDS["eig"][0] == "eigprec.bench.eig"
+    assert COMMANDS["eig"][0] == "eigprec_book.record.eig"
 
 
 def test_eig_refuses_clearly_without_cuda(tmp_path, capsys):
@@ -43,7 +43,7 @@ def test_time_side_by_side_validates_and_measures():
 def cpu_record():
     # No GPU here: the recorder's whole bookkeeping on the CPU, with tiny sizes, so the JSON
     # layout, the derived ratios and the report are exercised before a GPU run needs them.
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     return bench_eig.record(
         device="cpu", sizes=(5, 100), batches=(3, 500), max_repeats=2, per_candidate_s=0.01
@@ -51,7 +51,7 @@ def cpu_record():
 
 
 def test_eig_record_on_cpu_has_the_schema_and_says_what_it_skipped(cpu_record):
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     rec = cpu_record
     bench_eig.validate_record(rec)
@@ -79,7 +79,7 @@ def test_eig_record_on_cpu_has_the_schema_and_says_what_it_skipped(cpu_record):
 
 
 def test_eig_validate_record_rejects(cpu_record):
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     bad = copy.deepcopy(cpu_record)
     del bad["grid"][0]["seconds"]["torch.eigvalsh"]
@@ -99,7 +99,7 @@ def test_eig_validate_record_rejects(cpu_record):
 
 
 def test_eig_report_prints_the_goals(cpu_record, capsys):
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     bench_eig.report(cpu_record)
     text = capsys.readouterr().out
@@ -108,7 +108,7 @@ def test_eig_report_prints_the_goals(cpu_record, capsys):
 
 
 def test_eig_grid_stops_at_the_deadline():
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     rows, skipped = bench_eig.measure_grid(
         [(4, 2), (5, 2)], ["torch"], device="cpu", max_repeats=1, budget_s=0.01, deadline=0.0
@@ -119,7 +119,7 @@ def test_eig_grid_stops_at_the_deadline():
 def test_eig_grid_leaves_out_what_would_overrun():
     import time
 
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     t0 = time.monotonic()
     rows, skipped = bench_eig.measure_grid(
@@ -132,7 +132,7 @@ def test_eig_grid_leaves_out_what_would_overrun():
 
 
 def test_eig_parser_defaults_and_validation():
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
 
     args = build_parser().parse_args(["eig", "--out", "x.json"])
     assert tuple(args.sizes) == bench_eig.SIZES == (16, 32, 33, 45, 64, 100)
@@ -144,7 +144,8 @@ def test_eig_parser_defaults_and_validation():
 
 
 def test_inverse_iteration_variant_is_one_pointer(monkeypatch):
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import eig as bench_eig
+
     from eigprec.eig import kth_eigvalsh
 
     g = torch.Generator().manual_seed(0)

@@ -13,11 +13,11 @@ import json
 
 import pytest
 import torch
+from eigprec_book.chapters.clarke import speed
+from eigprec_book.record import eig as bench_eig
 
 import eigprec.eig
-from eigprec import _cupy_bridge
-from eigprec.bench import eig as bench_eig
-from eigprec.chapters.clarke import speed
+from eigprec.eig import cupy_solver as _cupy_bridge
 
 from ._fake_cupy import FakeCupy, on_fake_gpu
 
@@ -27,10 +27,10 @@ RACE = {"trials": 2, "batch": 8, "n": 16, "naive_wrong": 3, "bridge_wrong": 0}
 def _fake_gpu(monkeypatch, fake: FakeCupy) -> FakeCupy:
     on_fake_gpu(monkeypatch, fake)
     monkeypatch.setattr(_cupy_bridge, "cupy_available", lambda: True)
-    resolve = eigprec.eig._resolve_backend
+    resolve = eigprec.eig.kth._resolve_backend
     # backend="cupy" insists on CUDA tensors; the fake runs on CPU ones.
     monkeypatch.setattr(
-        eigprec.eig,
+        eigprec.eig.kth,
         "_resolve_backend",
         lambda b, A, *args, **kw: "cupy" if b == "cupy" else resolve(b, A, *args, **kw),
     )

@@ -1,6 +1,6 @@
 """The eig recorder's accuracy-and-time grid and its dry run, on the CPU (issue 33, item 1).
 
-The dry run (``python -m eigprec.bench eig --dry-run``) records the torch parts on small CPU
+The dry run (``python -m eigprec_book.record eig --dry-run``) records the torch parts on small CPU
 shapes; with the fake CuPy the grid also measures ``cupy.syevjBatched`` through the bridge.
 Only the record's layout and its internal consistency are checked here: the rule's verdicts
 on CPU timings say nothing about a GPU.
@@ -13,11 +13,10 @@ import json
 
 import pytest
 import torch
-
-from eigprec import _eig_choice
-from eigprec.bench import _eig_grid
-from eigprec.bench import eig as bench_eig
-from eigprec.chapters.clarke import speed
+from eigprec_book.chapters.clarke import speed
+from eigprec_book.record import _eig_grid
+from eigprec_book.record import eig as bench_eig
+from eigprec_book.record import eig_rule as _eig_choice
 
 from ._fake_cupy import FakeCupy
 from .test_bench_eig_cupy import _fake_gpu
@@ -133,7 +132,7 @@ def test_eig_record_writes_nan_as_null(tmp_path):
     # The H200 run of 27 November 2026 measured for 166 s and then lost everything: a NaN in
     # the record (a solver's failure) and json.dumps(allow_nan=False). Non-finite floats are
     # written as null.
-    from eigprec.bench import _record
+    from eigprec_book.record import _record
 
     rec = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "x"}
     path = _record.write_record(_record.finite(rec), tmp_path / "r.json")
@@ -144,8 +143,8 @@ def test_eig_recorder_keeps_what_it_measured_when_interrupted(monkeypatch, tmp_p
     # The harness stops a step over its limit with SIGINT. The H200 call of 27 November lost
     # a 118 s eig record that way (KeyboardInterrupt inside a long shape of the accuracy
     # grid): the shapes measured must be kept, the rest listed as interrupted.
-    from eigprec.bench import _eig_grid
-    from eigprec.bench import eig as bench_eig
+    from eigprec_book.record import _eig_grid
+    from eigprec_book.record import eig as bench_eig
 
     real = _eig_grid.accuracy
     calls = {"n": 0}

@@ -8,9 +8,8 @@ import json
 
 import pytest
 import torch
-
-from eigprec.bench import ops
-from eigprec.bench.cli import main
+from eigprec_book.record import ops
+from eigprec_book.record.cli import main
 
 
 def _switch_dependent() -> torch.Tensor:

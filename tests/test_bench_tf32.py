@@ -1,4 +1,4 @@
-"""CPU-checkable parts of ``python -m eigprec.bench tf32``."""
+"""CPU-checkable parts of ``python -m eigprec_book.record tf32``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from eigprec_book.record import tf32 as bench
+from eigprec_book.record import write_record
+from eigprec_book.record.cli import build_parser, main
 
-from eigprec.bench import tf32 as bench
-from eigprec.bench import write_record
-from eigprec.bench.cli import build_parser, main
 from eigprec.tf32 import ROUNDINGS, emulate_tf32
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -72,7 +72,7 @@ def test_refuses_without_cuda(tmp_path, capsys):
 def test_module_entry_point_refuses(tmp_path):
     out = tmp_path / "tf32.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "eigprec.bench", "tf32", "--out", str(out)],
+        [sys.executable, "-m", "eigprec_book.record", "tf32", "--out", str(out)],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(SRC), "PATH": ""},
@@ -131,7 +131,7 @@ def test_validate_names_the_problem(mutate, message):
 def test_coverage_probe_on_the_cpu_sees_float32_everywhere():
     # No TF32 on a CPU: every family at float32's level at both precisions, and the eigh
     # backward untouched by 'high'; a recording without coverage stays valid.
-    from eigprec.chapters.tf32.probes import TF32_LEVEL, coverage_probe
+    from eigprec_book.chapters.tf32.probes import TF32_LEVEL, coverage_probe
 
     cov = coverage_probe("cpu")
     assert set(cov) == {
@@ -176,7 +176,7 @@ def test_measure_on_gpu(tmp_path):
 def test_docstring_examples():
     import doctest
 
-    from eigprec.bench import _record, cli
+    from eigprec_book.record import _record, cli
 
     for module in (_record, cli, bench):
         result = doctest.testmod(module)

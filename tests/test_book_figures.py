@@ -1,12 +1,11 @@
-"""eigprec.book.figures: the readability guard chapters run on every figure they show."""
+"""eigprec_book.helpers.figures: the readability guard chapters run on every figure they show."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
-
-from eigprec.book.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
+from eigprec_book.helpers.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
 
 
 @pytest.fixture(autouse=True)

@@ -136,11 +136,12 @@ def test_first_cell_installs_from_the_configured_url_only_in_colab(path: Path, b
     src = _source(first)
     assert re.search(r'if\s+"google\.colab"\s+in\s+sys\.modules\s*:', src), src
     installs = re.findall(r"%pip install .*", src)
-    assert installs, f"{path.name}: the setup cell must %pip install the package"
-    for line in installs:
-        assert f"git+{url}" in line, f"{path.name}: install from {url}, the URL in _config.yml"
-        urls = re.findall(r"https?://[^\s\"']+", line)
-        assert urls == [url], f"{path.name}: unexpected URL in {line!r}"
+    # The library, then the book's own package from its folder of the same repository.
+    assert [re.findall(r"https?://[^\s\"']+", line) for line in installs] == [
+        [url],
+        [f"{url}#subdirectory=bookpkg"],
+    ], f"{path.name}: install eigprec and eigprec-book from {url}, the URL in _config.yml"
+    assert '"eigprec @ git+' in installs[0] and '"eigprec-book @ git+' in installs[1]
 
 
 def test_repository_url_defined_once(book_config):
@@ -152,7 +153,7 @@ def test_repository_url_defined_once(book_config):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_guard_cells_use_the_guard_helper_not_bare_asserts(path: Path):
-    # A bare assert says pass or fail; eigprec.book.guard/check also record the margin
+    # A bare assert says pass or fail; eigprec_book.helpers.guard/check also record the margin
     # each claim stands on (_build/guard-margins.json, make robustness), issue 32.
     import ast
 
@@ -169,4 +170,6 @@ def test_guard_cells_use_the_guard_helper_not_bare_asserts(path: Path):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Assert):
                 bare.append(f"cell {i} line {node.lineno}: {ast.unparse(node)[:70]}")
-    assert not bare, f"{path.name}: use guard()/check() from eigprec.book:\n" + "\n".join(bare)
+    assert not bare, f"{path.name}: use guard()/check() from eigprec_book.helpers:\n" + "\n".join(
+        bare
+    )

@@ -3,9 +3,8 @@
 import json
 
 import pytest
-
-from eigprec.book import glue, load_record, progress
-from eigprec.book import notebook as book_module
+from eigprec_book.helpers import glue, load_record, progress
+from eigprec_book.helpers import notebook as book_module
 
 
 def test_glue_validates_name_and_returns_nothing_to_display():
@@ -39,7 +38,7 @@ def test_progress_never_lands_in_an_executed_cell(monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("EIGPREC_PROGRESS", "text")
     code = (
-        "from eigprec.book import progress\n"
+        "from eigprec_book.helpers import progress\n"
         "total = sum(progress(range(4), desc='bar-in-page', mininterval=0))\n"
         "print('total', total)"
     )
@@ -68,7 +67,7 @@ def test_load_record(tmp_path, monkeypatch):
 
 
 def test_markdown_table_formats_aligns_and_checks():
-    from eigprec.book import markdown_table
+    from eigprec_book.helpers import markdown_table
 
     text = markdown_table([{"a": 1.23456, "b": "x"}], [("a", "A"), ("b", "B")])
     assert text.splitlines() == ["| A | B |", "|---:|---|", "| 1.235 | x |"]
@@ -83,7 +82,7 @@ def test_markdown_table_formats_aligns_and_checks():
 
 
 def test_note_renders_an_admonition_and_escapes_the_title():
-    from eigprec.book import note
+    from eigprec_book.helpers import note
 
     box = note("<b>", "body <code>x</code>")
     assert '<p class="admonition-title">&lt;b&gt;</p>' in box.data

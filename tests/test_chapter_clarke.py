@@ -1,4 +1,4 @@
-"""Tests for eigprec.chapters.clarke: the chapter's experiments return what it claims."""
+"""Tests for eigprec_book.chapters.clarke: the chapter's experiments return what it claims."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-
-from eigprec.chapters.clarke import experiments as ce
-from eigprec.chapters.clarke import regression, speed
+from eigprec_book.chapters.clarke import experiments as ce
+from eigprec_book.chapters.clarke import regression, speed
 
 
 def test_gradient_check_agrees_three_ways():

@@ -7,9 +7,8 @@ import math
 
 import pytest
 import torch
-
-from eigprec.chapters.clarke import experiments as ce
-from eigprec.chapters.clarke import regression, speed, training
+from eigprec_book.chapters.clarke import experiments as ce
+from eigprec_book.chapters.clarke import regression, speed, training
 
 
 def test_gradcheck_fails_directly_and_passes_symmetrised():
@@ -190,8 +189,7 @@ def test_new_figures_have_titles_labels_and_legends():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from eigprec.chapters.clarke import plots
+    from eigprec_book.chapters.clarke import plots
 
     figs = _small_figures(plots)
     for fig in figs:
@@ -227,9 +225,8 @@ def test_every_figure_fits_the_column_with_readable_text():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from eigprec.book import check_readable, use_book_style
-    from eigprec.chapters.clarke import plots
+    from eigprec_book.chapters.clarke import plots
+    from eigprec_book.helpers import check_readable, use_book_style
 
     with matplotlib.rc_context():
         use_book_style()

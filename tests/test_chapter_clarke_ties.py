@@ -1,12 +1,11 @@
-"""eigprec.chapters.clarke.ties: the minibatch counterexample, the directional element and
+"""eigprec_book.chapters.clarke.ties: the minibatch counterexample, the directional element and
 λ_max minimisation that reaches ties."""
 
 import math
 
 import pytest
 import torch
-
-from eigprec.chapters.clarke import ties
+from eigprec_book.chapters.clarke import ties
 
 
 def test_minibatch_counterexample_values():

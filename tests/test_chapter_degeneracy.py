@@ -2,12 +2,12 @@ import math
 
 import pytest
 import torch
+from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
+from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
+from eigprec_book.helpers import printed_bound
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eigprec.book import printed_bound
-from eigprec.chapters.degeneracy.experiments import eigvec_rotation_experiment
-from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
 from eigprec.soap import ema_first_weight
 from eigprec.tf32 import tf32_mode
 
@@ -157,10 +157,13 @@ def test_library_implementation_runs_through_the_same_experiment(monkeypatch):
 def test_docstring_examples():
     import doctest
 
-    import eigprec.chapters.degeneracy.experiments
-    import eigprec.chapters.degeneracy.spike
+    import eigprec_book.chapters.degeneracy.experiments
+    import eigprec_book.chapters.degeneracy.spike
 
-    for module in (eigprec.chapters.degeneracy.experiments, eigprec.chapters.degeneracy.spike):
+    for module in (
+        eigprec_book.chapters.degeneracy.experiments,
+        eigprec_book.chapters.degeneracy.spike,
+    ):
         assert doctest.testmod(module).failed == 0
 
 
@@ -202,8 +205,7 @@ def test_printed_bound_rounds_the_safe_way_and_checks_input():
 
 def test_every_spike_panel_has_a_legend_and_runs_differ_in_style():
     import matplotlib.pyplot as plt
-
-    from eigprec.chapters.degeneracy import plots
+    from eigprec_book.chapters.degeneracy import plots
 
     small = {"shape": (8, 4), "steps": 6, "spike_step": 3}
     runs = [
@@ -233,7 +235,7 @@ def test_library_import_leaves_typing_as_it_was():
     import importlib.util
     import typing
 
-    from eigprec.chapters.degeneracy.spike import library_soap_class
+    from eigprec_book.chapters.degeneracy.spike import library_soap_class
 
     if importlib.util.find_spec("emerging_optimizers") is None:
         pytest.skip("emerging-optimizers is not installed")

@@ -1,14 +1,13 @@
-"""Tests of eigprec.chapters.tf32.experiments: the chapter's experiment and its tables."""
+"""Tests of eigprec_book.chapters.tf32.experiments: the chapter's experiment and its tables."""
 
 from __future__ import annotations
 
 import doctest
 import math
 
+import eigprec_book.chapters.tf32.experiments as tx
 import pytest
 import torch
-
-import eigprec.chapters.tf32.experiments as tx
 
 
 def test_spectrum_is_the_specified_one():

@@ -1,4 +1,4 @@
-"""The TF32 chapter's four architectures (eigprec.chapters.tf32.architectures, issue 36).
+"""The TF32 chapter's four architectures (eigprec_book.chapters.tf32.architectures, issue 36).
 
 transformers comes with the book extra and requirements.txt (`make env`); where it is
 missing, the tests that build a model skip and say so, and the rest still run.
@@ -13,22 +13,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from eigprec_book.chapters.tf32 import architectures as arch
+from eigprec_book.chapters.tf32 import architectures_report as arep
 
-from eigprec.chapters.tf32 import architectures as arch
-from eigprec.chapters.tf32 import architectures_report as arep
 from eigprec.precision import current_matmul_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
-    reason="transformers is not installed (it comes with the book extra: make env)",
+    reason="transformers is not installed (the book's package, eigprec-book, needs it: make env)",
 )
 
 
-def test_transformers_is_in_the_book_extra_and_pinned():
+def test_transformers_is_a_dependency_of_the_book_package_and_pinned():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    book = {re.split(r"[<>=\[; ]", d)[0].lower() for d in project["optional-dependencies"]["book"]}
+    book_project = tomllib.loads((ROOT / "bookpkg" / "pyproject.toml").read_text())["project"]
+    book = {re.split(r"[<>=\[; ]", d)[0].lower() for d in book_project["dependencies"]}
     assert "transformers" in book
     assert "transformers" not in {re.split(r"[<>=\[; ]", d)[0] for d in project["dependencies"]}
     pins = re.findall(r"^transformers==\S+$", (ROOT / "requirements.txt").read_text(), re.M)
@@ -37,7 +38,7 @@ def test_transformers_is_in_the_book_extra_and_pinned():
 
 def test_a_missing_transformers_is_named_with_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(ImportError, match=r"eigprec\[book\]"):
+    with pytest.raises(ImportError, match="eigprec-book"):
         arch.build_architecture("gpt2")
 
 

@@ -1,10 +1,10 @@
-"""Tests of eigprec.chapters.tf32.coverage: the coverage table and the emulator's column."""
+"""Tests of eigprec_book.chapters.tf32.coverage: the coverage table and the emulator's column."""
 
 from __future__ import annotations
 
 import doctest
 
-import eigprec.chapters.tf32.coverage as cov
+import eigprec_book.chapters.tf32.coverage as cov
 
 
 def test_every_probe_of_the_table_is_measured():

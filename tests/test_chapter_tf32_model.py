@@ -1,17 +1,16 @@
-"""Tests of the TF32 chapter's error model, knobs checks and audits (eigprec.chapters.tf32)."""
+"""Tests of the TF32 chapter's error model, knobs checks and audits (eigprec_book.chapters.tf32)."""
 
 from __future__ import annotations
 
 import doctest
 import math
 
+import eigprec_book.chapters.tf32.audits as audits
+import eigprec_book.chapters.tf32.knobs as tk
+import eigprec_book.chapters.tf32.model as tm
 import pytest
 import torch
-
-import eigprec.chapters.tf32.audits as audits
-import eigprec.chapters.tf32.knobs as tk
-import eigprec.chapters.tf32.model as tm
-from eigprec.chapters.tf32.experiments import OOTOMO_A100_TFLOPS, PUBLISHED_THROUGHPUT
+from eigprec_book.chapters.tf32.experiments import OOTOMO_A100_TFLOPS, PUBLISHED_THROUGHPUT
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +129,7 @@ def test_audit_rows_name_the_caller_of_a_helper():
     assert len(rows) == 3 and all(
         set(r) == {"site", "product", "calls", "norm", "entry", "scaled"} for r in rows
     )
-    assert rows[0]["site"].startswith("soap.py:") and "_update_factors" in rows[0]["site"]
+    assert rows[0]["site"].startswith("core.py:") and "factor_targets" in rows[0]["site"]
     assert "_mm" not in rows[0]["site"]
 
 

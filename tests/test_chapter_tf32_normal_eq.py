@@ -1,12 +1,11 @@
-"""Tests of eigprec.chapters.tf32.normal_eq: the A/B example of the TF32 chapter."""
+"""Tests of eigprec_book.chapters.tf32.normal_eq: the A/B example of the TF32 chapter."""
 
 from __future__ import annotations
 
 import doctest
 
+import eigprec_book.chapters.tf32.normal_eq as ne
 import pytest
-
-import eigprec.chapters.tf32.normal_eq as ne
 
 
 def test_attribution_sees_the_gram_matrix_amplified():

@@ -1,4 +1,4 @@
-"""Tests of eigprec.chapters.tf32.plots: figures carry titles and labels; tables render."""
+"""Tests of eigprec_book.chapters.tf32.plots: figures carry titles and labels; tables render."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pytest
 
 matplotlib.use("Agg")
 
+import eigprec_book.chapters.tf32.plots as tp
 import matplotlib.pyplot as plt
-
-import eigprec.chapters.tf32.plots as tp
-from eigprec.chapters.tf32.experiments import diag_qtlq_experiment, predicted_median_error
+from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment, predicted_median_error
 
 
 def test_formats_figure_is_labelled():
@@ -38,7 +37,7 @@ def test_3xtf32_line_is_the_split_loss():
 
 
 def test_relative_error_figure():
-    from eigprec.chapters.tf32.model import qtlq_rounding_contributions
+    from eigprec_book.chapters.tf32.model import qtlq_rounding_contributions
 
     result = diag_qtlq_experiment(n=32, methods=("fp32",))
     fig = tp.plot_qtlq_relative_errors(qtlq_rounding_contributions(n=32), result)
@@ -103,7 +102,7 @@ def test_docstring_examples():
 
 
 def test_truncated_series_is_drawn_without_a_model_line():
-    from eigprec.chapters.tf32.published import diag_qtlq_roundings
+    from eigprec_book.chapters.tf32.published import diag_qtlq_roundings
 
     result = diag_qtlq_experiment(n=32)
     plain = tp.plot_qtlq_errors(result)
@@ -120,9 +119,9 @@ def test_truncated_series_is_drawn_without_a_model_line():
 
 def test_figures_fit_the_column_with_readable_text():
     """Each figure the chapter shows is at most 7 in wide with text >= 9 pt (issue 23.3)."""
-    from eigprec.book import check_readable, use_book_style
-    from eigprec.chapters.tf32.model import qtlq_rounding_contributions
-    from eigprec.chapters.tf32.published import diag_qtlq_roundings
+    from eigprec_book.chapters.tf32.model import qtlq_rounding_contributions
+    from eigprec_book.chapters.tf32.published import diag_qtlq_roundings
+    from eigprec_book.helpers import check_readable, use_book_style
 
     with matplotlib.rc_context():
         use_book_style()

@@ -1,14 +1,13 @@
-"""Tests of eigprec.chapters.tf32.published: the published GPU table and the emulator beside it."""
+"""eigprec_book.chapters.tf32.published: the published GPU table and the emulator beside it."""
 
 from __future__ import annotations
 
 import doctest
 
+import eigprec_book.chapters.tf32.published as pb
 import pytest
 import torch
-
-import eigprec.chapters.tf32.published as pb
-from eigprec.chapters.tf32.experiments import TABLE_INDICES, build_qtlq_problem, diag_qtlq
+from eigprec_book.chapters.tf32.experiments import TABLE_INDICES, build_qtlq_problem, diag_qtlq
 
 
 def test_published_table_is_the_chapters_problem():

@@ -71,9 +71,13 @@ def _run(
 def test_replace_install_url_changes_only_the_url(tmp_path):
     source = _setup()
     replaced = colab_check.replace_install_url(source, URL, tmp_path)
-    assert replaced == source.replace(f"git+{URL}", tmp_path.resolve().as_uri())
-    with pytest.raises(colab_check.ColabCheckError, match="exactly once"):
+    root = tmp_path.resolve()
+    expected = source.replace(f"git+{URL}#subdirectory=bookpkg", (root / "bookpkg").as_uri())
+    assert replaced == expected.replace(f"git+{URL}", root.as_uri())
+    with pytest.raises(colab_check.ColabCheckError, match="once each"):
         colab_check.replace_install_url("%pip install eigprec", URL, tmp_path)
+    with pytest.raises(colab_check.ColabCheckError, match="once each"):
+        colab_check.replace_install_url(f'%pip install "eigprec @ git+{URL}"', URL, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +106,8 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
         "installs",
         _setup(),
         "import eigprec\neigprec.describe_runtime()",
-        "import eigprec.book\neigprec.book.glue('x', 1)  # the Colab path: no MyST-NB",
+        "import eigprec_book.helpers\n"
+        "eigprec_book.helpers.glue('x', 1)  # the Colab path: no MyST-NB",
     )
     # The same setup cell with its condition inverted never installs anything.
     never = _setup().replace('"google.colab" in sys.modules', '"google.colab" not in sys.modules')
@@ -136,9 +141,17 @@ def test_raising_cell_fails_naming_it(tmp_path):
 
 
 def test_replace_install_url_accepts_a_pinned_install(tmp_path):
-    pinned = '%pip install -q "eigprec @ git+https://github.com/eigprec/eigen-precision@0a1b2c3"'
+    pinned = (
+        '%pip install -q "eigprec @ git+https://github.com/eigprec/eigen-precision@0a1b2c3"\n'
+        '%pip install -q "eigprec-book @ git+https://github.com/eigprec/eigen-precision@0a1b2c3'
+        '#subdirectory=bookpkg"'
+    )
     replaced = colab_check.replace_install_url(pinned, URL, tmp_path)
-    assert replaced == f'%pip install -q "eigprec @ {tmp_path.resolve().as_uri()}"'
+    root = tmp_path.resolve()
+    assert replaced == (
+        f'%pip install -q "eigprec @ {root.as_uri()}"\n'
+        f'%pip install -q "eigprec-book @ {(root / "bookpkg").as_uri()}"'
+    )
 
 
 @needs_kernel
@@ -148,25 +161,25 @@ def test_the_install_cell_may_follow_markdown_cells(tmp_path):
     nb = json.loads(path.read_text())
     nb["cells"].insert(0, {"cell_type": "markdown", "id": "m0", "metadata": {}, "source": "# A"})
     path.write_text(json.dumps(nb))
-    # An EIGPREC_QUICK of the calling shell does not reach a Colab kernel: only --quick does.
-    result = _run(tmp_path, path, env={"EIGPREC_QUICK": "1"})
+    # An EIGPREC_SCALE of the calling shell does not reach a Colab kernel: only --quick does.
+    result = _run(tmp_path, path, env={"EIGPREC_SCALE": "quick"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok   reader.ipynb" in result.stdout
-    assert "scale: reduced for a small CPU" in result.stdout
+    assert "scale: chapter" in result.stdout
 
 
 @needs_kernel
 def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
-    # make test's Colab check: the kernel sees EIGPREC_QUICK=1, so the degeneracy chapter's
+    # make test's Colab check: the kernel sees EIGPREC_SCALE=quick, so the degeneracy chapter's
     # multi-seed experiments run their first seed; the check confirms the kernel's scale.
     path = _notebook(
         tmp_path,
         "quick",
         _setup(),
-        "from eigprec.chapters.degeneracy.scale import experiment_kwargs\n"
+        "from eigprec_book.chapters.degeneracy.scale import experiment_kwargs\n"
         "assert experiment_kwargs('practice')['seeds'] == (0,)",
     )
     result = _run(tmp_path, path, options=("--quick",))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "one seed, smaller grids (--quick)" in result.stdout
-    assert "ok   quick.ipynb" in result.stdout and "(EIGPREC_QUICK=1)" in result.stdout
+    assert "ok   quick.ipynb" in result.stdout and "scale: quick" in result.stdout

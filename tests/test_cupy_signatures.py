@@ -17,13 +17,13 @@ import json
 import pytest
 import torch
 
-from eigprec import _cupy_bridge
+from eigprec.eig import cupy_solver as _cupy_bridge
 
 from ._fake_cupy import FakeCupy, on_fake_gpu
 from .conftest import ROOT
 
 TABLE = json.loads((ROOT / "tests" / "data" / "cupy_signatures.json").read_text())
-BRIDGE = ROOT / "src" / "eigprec" / "_cupy_bridge.py"
+BRIDGE = ROOT / "src" / "eigprec" / "eig" / "cupy_solver.py"
 #: How the bridge's local names map to the table's module paths.
 ALIASES = {
     "cupy": "cupy",
@@ -132,8 +132,8 @@ def test_every_call_the_bridge_makes_matches_the_bindings(monkeypatch, dtype):
     fake = FakeCupy()
     on_fake_gpu(monkeypatch, fake)
     A = torch.eye(3, dtype=dtype).expand(2, 3, 3)
-    _cupy_bridge._solve(A, True, vectors=True, max_sweeps=50)
-    _cupy_bridge._solve(A, False, vectors=False)
+    _cupy_bridge.solve(A, True, vectors=True, max_sweeps=50)
+    _cupy_bridge.solve(A, False, vectors=False)
     assert fake.calls
     problems = [
         p for name, args, kwargs in fake.calls if (p := _accepts(name, len(args), set(kwargs)))

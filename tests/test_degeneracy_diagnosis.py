@@ -2,10 +2,7 @@
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
-
-from eigprec.chapters.degeneracy.diagnosis import (
+from eigprec_book.chapters.degeneracy.diagnosis import (
     factor_history,
     hidden_damage,
     null_half,
@@ -15,13 +12,16 @@ from eigprec.chapters.degeneracy.diagnosis import (
     spike_perturbation,
     trace_spike,
 )
-from eigprec.chapters.degeneracy.kl_methods import (
+from eigprec_book.chapters.degeneracy.kl_methods import (
     ClampedEigvalSOAP,
     GramStartSOAP,
     kl_methods_floor,
 )
-from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
-from eigprec.chapters.degeneracy.training import Setting
+from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+from eigprec_book.chapters.degeneracy.training import Setting
+from hypothesis import given
+from hypothesis import strategies as st
+
 from eigprec.soap import SOAP
 
 SHAPE = (32, 16)

@@ -5,10 +5,9 @@ import math
 
 import pytest
 import torch
-
-from eigprec.chapters.degeneracy import factors
-from eigprec.chapters.degeneracy.factors import factor_health_experiment, offdiag_mass
-from eigprec.chapters.degeneracy.training import Setting
+from eigprec_book.chapters.degeneracy import factors
+from eigprec_book.chapters.degeneracy.factors import factor_health_experiment, offdiag_mass
+from eigprec_book.chapters.degeneracy.training import Setting
 
 
 def test_docstring_examples_run():
@@ -49,7 +48,7 @@ def test_experiment_scores_both_factors_against_float64():
 
 
 def test_low_rank_gradients_have_the_rank_asked_for_and_bad_ranks_are_refused():
-    from eigprec.chapters.degeneracy.factors import _gradients
+    from eigprec_book.chapters.degeneracy.factors import _gradients
 
     grads = list(_gradients((10, 8), 0, 3, 1, 1000.0, rank=3))
     assert all(int(torch.linalg.matrix_rank(g)) == 3 for g in grads)

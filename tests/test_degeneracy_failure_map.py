@@ -10,18 +10,17 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from eigprec.chapters.degeneracy import failure_map as fmod
-from eigprec.chapters.degeneracy.failure_map import (
+from eigprec_book.chapters.degeneracy import failure_map as fmod
+from eigprec_book.chapters.degeneracy.failure_map import (
     ARMS,
     HARM_RATIO,
     TURN_DEGREES,
     FailureMap,
     failure_map_experiment,
 )
-from eigprec.chapters.degeneracy.training import Regression, Setting, _Trainer
+from eigprec_book.chapters.degeneracy.training import Regression, Setting, _Trainer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SMALL = {"spike_step": 12, "window": 4, "k": 2, "batch": 16}
 
@@ -171,8 +170,7 @@ def test_docstring_examples():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from eigprec.chapters.degeneracy import training_plots as tp
+    from eigprec_book.chapters.degeneracy import training_plots as tp
 
     assert doctest.testmod(fmod).failed == 0
     finder = doctest.DocTestFinder()

@@ -5,16 +5,15 @@ import importlib
 
 import pytest
 import torch
-
-from eigprec.chapters.degeneracy.mlp import TeacherStudent, mlp_experiment
-from eigprec.chapters.degeneracy.practice import Arm, practice_experiment, row_spike
+from eigprec_book.chapters.degeneracy.mlp import TeacherStudent, mlp_experiment
+from eigprec_book.chapters.degeneracy.practice import Arm, practice_experiment, row_spike
 
 TINY = TeacherStudent(d_in=6, hidden=8, d_out=2, spread=100.0, batch=16)
 RUN = {"seeds": (0, 1), "steps": 10, "spike_step": 5, "problem": TINY, "eval_size": 32}
 
 
 def test_docstring_examples_run():
-    result = doctest.testmod(importlib.import_module("eigprec.chapters.degeneracy.mlp"))
+    result = doctest.testmod(importlib.import_module("eigprec_book.chapters.degeneracy.mlp"))
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -6,15 +6,15 @@ import torch
 
 matplotlib.use("Agg")
 
-from eigprec.book import check_readable, use_book_style
-from eigprec.chapters.degeneracy import plots as dp
-from eigprec.chapters.degeneracy import practice as pr
-from eigprec.chapters.degeneracy import practice_plots as pp
-from eigprec.chapters.degeneracy import training as tr
-from eigprec.chapters.degeneracy import training_plots as tp
-from eigprec.chapters.degeneracy import transient as tt
-from eigprec.chapters.degeneracy.experiments import eigvec_rotation_experiment
-from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+from eigprec_book.chapters.degeneracy import plots as dp
+from eigprec_book.chapters.degeneracy import practice as pr
+from eigprec_book.chapters.degeneracy import practice_plots as pp
+from eigprec_book.chapters.degeneracy import training as tr
+from eigprec_book.chapters.degeneracy import training_plots as tp
+from eigprec_book.chapters.degeneracy import transient as tt
+from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
+from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+from eigprec_book.helpers import check_readable, use_book_style
 
 SMALL = {"shape": (12, 6), "batch": 16}
 
@@ -48,7 +48,7 @@ def _figures(spike_runs):
         window=3,
         **SMALL,
     )
-    from eigprec.chapters.degeneracy import diagnosis as dg
+    from eigprec_book.chapters.degeneracy import diagnosis as dg
 
     t = [
         dg.trace_spike(
@@ -59,7 +59,7 @@ def _figures(spike_runs):
             keep=(9,),
         ),
     ]
-    from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
+    from eigprec_book.chapters.degeneracy.failure_map import failure_map_experiment
 
     fmap = failure_map_experiment(
         [((12, 6), 0.1), ((6, 12), 0.1), ((24, 6), 0.01), ((12, 6), 0.001)],

@@ -5,17 +5,20 @@ import importlib
 
 import pytest
 import torch
+from eigprec_book.chapters.degeneracy import practice
+from eigprec_book.chapters.degeneracy.kl_methods import EMAEigvalSOAP
+from eigprec_book.chapters.degeneracy.practice import Arm, peak_spread, practice_experiment
 
-from eigprec.chapters.degeneracy import practice
-from eigprec.chapters.degeneracy.kl_methods import EMAEigvalSOAP
-from eigprec.chapters.degeneracy.practice import Arm, peak_spread, practice_experiment
 from eigprec.soap import SOAP
 
 TOY = {"shape": (12, 6), "batch": 16, "steps": 12, "spike_step": 6}
 
 
 def test_docstring_examples_run():
-    for name in ("eigprec.chapters.degeneracy.practice", "eigprec.chapters.degeneracy.kl_methods"):
+    for name in (
+        "eigprec_book.chapters.degeneracy.practice",
+        "eigprec_book.chapters.degeneracy.kl_methods",
+    ):
         result = doctest.testmod(importlib.import_module(name))
         assert result.attempted > 0 and result.failed == 0, name
 
@@ -155,7 +158,7 @@ def test_module_exports_and_chapter_arms():
 
 
 def test_plot_peak_spread_draws_every_seed_and_refuses_unknown_labels():
-    from eigprec.chapters.degeneracy.practice_plots import plot_peak_spread
+    from eigprec_book.chapters.degeneracy.practice_plots import plot_peak_spread
 
     r = practice_experiment([Arm("Adam"), Arm("SOAP")], seeds=(0, 1, 2), **TOY)
     fig = plot_peak_spread(r, ["SOAP highest", "Adam"])
@@ -186,8 +189,8 @@ def test_shared_prefix_gives_the_numbers_of_separate_runs():
 
 
 def test_training_and_practice_give_the_separate_experiments_numbers():
-    from eigprec.chapters.degeneracy.practice import training_and_practice
-    from eigprec.chapters.degeneracy.training import Setting, training_experiment
+    from eigprec_book.chapters.degeneracy.practice import training_and_practice
+    from eigprec_book.chapters.degeneracy.training import Setting, training_experiment
 
     settings = [
         Setting("SOAP", dtype=torch.float64),
@@ -210,7 +213,7 @@ def test_training_and_practice_give_the_separate_experiments_numbers():
 
 def _recipe_runs(init: float, eps: float, steps: int = 6):
     # The same gradients through GramStartSOAP, EMAEigvalSOAP and KLRecipeSOAP (REKLS).
-    from eigprec.chapters.degeneracy.kl_methods import GramStartSOAP, KLRecipeSOAP
+    from eigprec_book.chapters.degeneracy.kl_methods import GramStartSOAP, KLRecipeSOAP
 
     gen = torch.Generator().manual_seed(3)
     grads = [torch.randn(12, 6, generator=gen, dtype=torch.float64) for _ in range(steps)]
@@ -243,7 +246,7 @@ def test_kl_recipe_starts_with_the_gram_step_then_keeps_ema_estimates():
 
 
 def test_kl_recipe_floors_estimates_at_the_authors_cap_as_well_as_eps():
-    from eigprec.chapters.degeneracy.kl_methods import KLRecipeSOAP, kl_methods_floor
+    from eigprec_book.chapters.degeneracy.kl_methods import KLRecipeSOAP, kl_methods_floor
 
     w = torch.nn.Parameter(torch.zeros(12, 6))
     opt = KLRecipeSOAP([w], lr=0.1, eps=1e-8)
@@ -258,7 +261,7 @@ def test_kl_recipe_floors_estimates_at_the_authors_cap_as_well_as_eps():
 
 
 def test_kl_recipe_refuses_a_bad_init():
-    from eigprec.chapters.degeneracy.kl_methods import KLRecipeSOAP
+    from eigprec_book.chapters.degeneracy.kl_methods import KLRecipeSOAP
 
     w = torch.nn.Parameter(torch.zeros(4, 2))
     with pytest.raises(ValueError, match="init"):

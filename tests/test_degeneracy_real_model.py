@@ -4,10 +4,10 @@ import doctest
 
 import pytest
 import torch
+from eigprec_book.chapters.degeneracy import real_model
+from eigprec_book.chapters.degeneracy.real_model import JUMP, TinyLM, lm_experiment
+from eigprec_book.record.degeneracy_remedies import load_lm_record, record_lm
 
-from eigprec.bench.degeneracy_remedies import load_lm_record, record_lm
-from eigprec.chapters.degeneracy import real_model
-from eigprec.chapters.degeneracy.real_model import JUMP, TinyLM, lm_experiment
 from eigprec.precision import current_matmul_precision
 
 SMALL = TinyLM(vocab=16, width=8, ffn=16, context=6, batch=4)
@@ -125,9 +125,9 @@ def test_a_remedy_changes_every_arm_but_the_float64_reference():
 
 
 def test_curve_plot_is_readable_and_marks_the_spike():
-    from eigprec.book import check_readable
-    from eigprec.chapters.degeneracy import real_model_plots
-    from eigprec.chapters.degeneracy.real_model_plots import plot_lm_curves
+    from eigprec_book.chapters.degeneracy import real_model_plots
+    from eigprec_book.chapters.degeneracy.real_model_plots import plot_lm_curves
+    from eigprec_book.helpers import check_readable
 
     assert doctest.testmod(real_model_plots).failed == 0
     r = lm_experiment(arms=("float64", "high rna"), seeds=(0, 1), **SHORT)

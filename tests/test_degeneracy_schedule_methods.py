@@ -5,16 +5,16 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from eigprec.chapters.degeneracy import schedule_methods
-from eigprec.chapters.degeneracy.schedule_methods import (
+from eigprec_book.chapters.degeneracy import schedule_methods
+from eigprec_book.chapters.degeneracy.schedule_methods import (
     DelayedSOAP,
     OneSidedSOAP,
     SkipFirstSOAP,
     clipped_spike,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from eigprec.soap import SOAP
 
 KW = {"use_kl_shampoo": True, "fp32_matmul_prec": "highest", "qr_fp32_matmul_prec": "highest"}

@@ -6,10 +6,13 @@ import math
 
 import pytest
 import torch
-
-from eigprec.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
-from eigprec.chapters.degeneracy.schedule_methods import DelayedSOAP, OneSidedSOAP, SkipFirstSOAP
-from eigprec.chapters.degeneracy.training import (
+from eigprec_book.chapters.degeneracy.kl_methods import ClampedEigvalSOAP, GramStartSOAP
+from eigprec_book.chapters.degeneracy.schedule_methods import (
+    DelayedSOAP,
+    OneSidedSOAP,
+    SkipFirstSOAP,
+)
+from eigprec_book.chapters.degeneracy.training import (
     REMEDIES,
     Regression,
     Setting,
@@ -19,6 +22,7 @@ from eigprec.chapters.degeneracy.training import (
     training_experiment,
     training_table,
 )
+
 from eigprec.precision import current_matmul_precision
 from eigprec.soap import SOAP
 
@@ -146,22 +150,25 @@ def test_docstring_examples_run(module):
     import matplotlib
 
     matplotlib.use("Agg")
-    mod = importlib.import_module(f"eigprec.chapters.degeneracy.{module}")
+    mod = importlib.import_module(f"eigprec_book.chapters.degeneracy.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
 
 
-def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
-    from eigprec.chapters.degeneracy.failure_map import failure_map_experiment
-    from eigprec.chapters.degeneracy.mlp import mlp_experiment
-    from eigprec.chapters.degeneracy.practice import practice_experiment
-    from eigprec.chapters.degeneracy.real_model import lm_experiment
-    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
-    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+def test_experiment_kwargs_scale_up_with_eigprec_scale_full(monkeypatch):
+    from eigprec_book.chapters.degeneracy.failure_map import failure_map_experiment
+    from eigprec_book.chapters.degeneracy.mlp import mlp_experiment
+    from eigprec_book.chapters.degeneracy.practice import practice_experiment
+    from eigprec_book.chapters.degeneracy.real_model import lm_experiment
+    from eigprec_book.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec_book.chapters.degeneracy.transient import (
+        sensitivity_experiment,
+        transient_experiment,
+    )
 
-    monkeypatch.delenv("EIGPREC_FULL", raising=False)
+    monkeypatch.delenv("EIGPREC_SCALE", raising=False)
     small = {name: experiment_kwargs(name) for name in EXPERIMENTS}
-    monkeypatch.setenv("EIGPREC_FULL", "1")
+    monkeypatch.setenv("EIGPREC_SCALE", "full")
     big = {name: experiment_kwargs(name) for name in EXPERIMENTS}
     assert len(big["training"]["seeds"]) > len(small["training"]["seeds"]) >= 5
     assert len(small["practice"]["seeds"]) >= 5  # the advice rests on these runs
@@ -198,18 +205,20 @@ def test_experiment_kwargs_scale_up_with_eigprec_full(monkeypatch):
 
 
 def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
-    # make test's Colab check (EIGPREC_QUICK=1): one seed of each multi-seed experiment and
+    # make test's Colab check (EIGPREC_SCALE=quick): one seed of each multi-seed experiment and
     # two points of the transient and sensitivity grids (subsets of the chapter's), every
     # other argument as at chapter scale, so the reader's notebook runs every line.
     import inspect
 
-    from eigprec.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
-    from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+    from eigprec_book.chapters.degeneracy.scale import EXPERIMENTS, experiment_kwargs
+    from eigprec_book.chapters.degeneracy.transient import (
+        sensitivity_experiment,
+        transient_experiment,
+    )
 
-    monkeypatch.delenv("EIGPREC_FULL", raising=False)
-    monkeypatch.delenv("EIGPREC_QUICK", raising=False)
+    monkeypatch.delenv("EIGPREC_SCALE", raising=False)
     chapter = {name: experiment_kwargs(name) for name in EXPERIMENTS}
-    monkeypatch.setenv("EIGPREC_QUICK", "1")
+    monkeypatch.setenv("EIGPREC_SCALE", "quick")
     quick = {name: experiment_kwargs(name) for name in EXPERIMENTS}
     assert quick == {name: experiment_kwargs(name, quick=True) for name in EXPERIMENTS}
     grids = {"transient": ("spike_steps",), "sensitivity": ("eps", "scales")}
@@ -228,11 +237,7 @@ def test_quick_scale_runs_one_seed_and_two_grid_points(monkeypatch):
         assert {k: v for k, v in quick[name].items() if k not in changed} == {
             k: v for k, v in chapter[name].items() if k not in changed
         }, name
-    monkeypatch.delenv("EIGPREC_QUICK")
+    monkeypatch.delenv("EIGPREC_SCALE")
     assert experiment_kwargs("practice") == chapter["practice"]
     with pytest.raises(ValueError, match="both asked for"):
         experiment_kwargs("practice", full=True, quick=True)
-    monkeypatch.setenv("EIGPREC_QUICK", "1")
-    monkeypatch.setenv("EIGPREC_FULL", "1")
-    with pytest.raises(ValueError, match="opposite scales"):
-        experiment_kwargs("practice")

@@ -5,15 +5,14 @@ import math
 import matplotlib
 import pytest
 import torch
-
-from eigprec.chapters.degeneracy.training import Setting, training_experiment
-from eigprec.chapters.degeneracy.training_plots import (
+from eigprec_book.chapters.degeneracy.training import Setting, training_experiment
+from eigprec_book.chapters.degeneracy.training_plots import (
     plot_r_spectra,
     plot_sensitivity,
     plot_training,
     plot_transient,
 )
-from eigprec.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
+from eigprec_book.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
 matplotlib.use("Agg")
 SMALL = {"shape": (32, 16), "batch": 64}
@@ -113,7 +112,7 @@ def test_every_panel_has_title_labels_and_legend(transient):
 
 
 def test_r_spectra_plot_draws_every_run():
-    from eigprec.chapters.degeneracy.diagnosis import trace_spike
+    from eigprec_book.chapters.degeneracy.diagnosis import trace_spike
 
     runs = [trace_spike(Setting("SOAP"), steps=6, spike_step=3, shape=(8, 4))]
     ref = trace_spike(Setting("SOAP", dtype=torch.float64), steps=6, spike_step=3, shape=(8, 4))
@@ -126,9 +125,8 @@ def test_r_spectra_plot_draws_every_run():
 
 def test_transient_takes_the_factor_beta_and_checks_it():
     import torch
-
-    from eigprec.chapters.degeneracy.training import Setting
-    from eigprec.chapters.degeneracy.transient import transient_experiment
+    from eigprec_book.chapters.degeneracy.training import Setting
+    from eigprec_book.chapters.degeneracy.transient import transient_experiment
 
     kw = {"spike_steps": (12,), "window": 2, "shape": (8, 4), "batch": 16}
     s = [Setting("REKLS", dtype=torch.float64)]

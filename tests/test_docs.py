@@ -9,10 +9,10 @@ import doctest
 import inspect
 import re
 
+import eigprec_book.helpers
 import pytest
 
 import eigprec
-import eigprec.book
 
 from .conftest import book_extension
 
@@ -20,7 +20,9 @@ EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
 
 
 # The API page documents the library first, then the book's helpers in their own section.
-PUBLIC = [(eigprec, n) for n in eigprec.__all__] + [(eigprec.book, n) for n in eigprec.book.__all__]
+PUBLIC = [(eigprec, n) for n in eigprec.__all__] + [
+    (eigprec_book.helpers, n) for n in eigprec_book.helpers.__all__
+]
 
 
 def _defining_comment(package, name: str) -> list[str]:

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eigprec import _cupy_bridge
+from eigprec.eig import cupy_solver as _cupy_bridge
 from eigprec.eig import default_cluster_tol, kth_eigvalsh
 
 MODES = ("eigenvector", "mean")
@@ -445,7 +445,7 @@ def test_cupy_runs_on_torch_current_stream():
 
 @needs_cupy
 def test_stream_race_demo_bridge_is_never_wrong():
-    from eigprec.chapters.clarke.speed import stream_race_demo
+    from eigprec_book.chapters.clarke.speed import stream_race_demo
 
     out = stream_race_demo(trials=3)
     assert out["bridge_wrong"] == 0

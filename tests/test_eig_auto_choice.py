@@ -1,7 +1,7 @@
 """backend="auto" per (batch, n), checked against the rule on a recorded GPU grid (issue 33).
 
-The rule (``eigprec._eig_choice.acceptable``): at each shape, a solver whose error is within
-10× of the most accurate and whose time is within 1.2× of the fastest of those. The H100
+The rule (``eigprec_book.record.eig_rule.acceptable``): at each shape, a solver whose error is
+within 10× of the most accurate and whose time is within 1.2× of the fastest of those. The H100
 record in ``book/data/eig_gpu.json`` (torch 2.11, CuPy 14.2) holds times only; where a record
 has no errors the rule compares times alone.
 """
@@ -15,10 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from eigprec_book.record import eig_rule as _eig_choice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eigprec import _eig_choice, eig
+from eigprec.eig import kth as eig
 
 RECORD = Path(__file__).resolve().parents[1] / "book" / "data" / "eig_gpu.json"
 

@@ -3,7 +3,7 @@
 Without CuPy, the fake in ``tests/_fake_cupy.py`` (numpy underneath, real DLPack, column-major
 like cuSOLVER, the bindings' parameter names) checks the layout reasoning — the transposed
 read, the swapped triangle, eigenvectors coming back as rows —, that a nonzero status turns
-exactly that batch entry into NaN, and ``_solve`` end to end: batch shapes, float32/float64,
+exactly that batch entry into NaN, and ``solve`` end to end: batch shapes, float32/float64,
 both triangles, strided input, the empty batch, the stream and the sort order. With CuPy and a
 GPU, a real run with one Jacobi sweep must report non-convergence as NaN.
 """
@@ -15,7 +15,7 @@ import warnings
 import pytest
 import torch
 
-from eigprec import _cupy_bridge
+from eigprec.eig import cupy_solver as _cupy_bridge
 
 from ._fake_cupy import FakeCupy, on_fake_gpu
 
@@ -23,7 +23,7 @@ from ._fake_cupy import FakeCupy, on_fake_gpu
 @pytest.mark.parametrize("lower", [True, False])
 def test_failed_entry_becomes_nan_with_mock_solver(monkeypatch, lower):
     fake = FakeCupy(fail={1}).install(monkeypatch)
-    fake.stream = 0xC0FFEE  # _solve's caller puts CuPy on torch's stream
+    fake.stream = 0xC0FFEE  # solve's caller puts CuPy on torch's stream
     g = torch.Generator().manual_seed(0)
     B = torch.randn(3, 5, 5, generator=g, dtype=torch.float64)
     A = (B + B.mT) / 2
@@ -31,7 +31,7 @@ def test_failed_entry_becomes_nan_with_mock_solver(monkeypatch, lower):
     keep = keep.tril() if lower else keep.triu()
     garbled = torch.where(keep, A, torch.full_like(A, 1e3))  # the other triangle is not read
     w, v, info = _cupy_bridge._syevj_batched(fake.wrap(garbled.numpy()), lower, True)
-    w_t, V = _cupy_bridge._mark_failures(
+    w_t, V = _cupy_bridge.mark_failures(
         torch.from_numpy(w.arr), torch.from_numpy(v.arr).mT, torch.from_numpy(info.arr)
     )
     assert info.arr.tolist() == [0, 6, 0]
@@ -48,7 +48,7 @@ def test_failed_entry_becomes_nan_with_mock_solver(monkeypatch, lower):
 def test_mark_failures_leaves_successful_entries_untouched():
     w = torch.arange(6.0).reshape(3, 2)
     V = torch.arange(12.0).reshape(3, 2, 2)
-    w2, V2 = _cupy_bridge._mark_failures(w, V, torch.tensor([0, 3, -1], dtype=torch.int32))
+    w2, V2 = _cupy_bridge.mark_failures(w, V, torch.tensor([0, 3, -1], dtype=torch.int32))
     assert torch.equal(w2[0], w[0]) and torch.equal(V2[0], V[0])
     assert torch.isnan(w2[1:]).all() and torch.isnan(V2[1:]).all()
 
@@ -73,8 +73,8 @@ def test_solve_end_to_end_through_fake_cupy_and_dlpack(monkeypatch, dtype, lower
     before = garbled.clone()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. CuPy 14's ExternalStream deprecation
-        w, V = _cupy_bridge._solve(garbled, lower, vectors=True)
-        w_only, none = _cupy_bridge._solve(garbled, lower, vectors=False)
+        w, V = _cupy_bridge.solve(garbled, lower, vectors=True)
+        w_only, none = _cupy_bridge.solve(garbled, lower, vectors=False)
     assert none is None and torch.equal(garbled, before)  # the solver got a copy
     assert w.shape == (*batch_shape, n) and V.shape == (*batch_shape, n, n)
     assert w.dtype == V.dtype == dtype
@@ -99,16 +99,16 @@ def test_solve_strided_and_empty_batches(monkeypatch):
     A = _symmetric((4, 6, 6), torch.float64, seed=3)
     strided = A[::2]  # every other matrix: not contiguous
     assert not strided.is_contiguous()
-    w, V = _cupy_bridge._solve(strided, True, vectors=True)
+    w, V = _cupy_bridge.solve(strided, True, vectors=True)
     torch.testing.assert_close(w, torch.linalg.eigvalsh(strided))
     torch.testing.assert_close(strided @ V, V * w[..., None, :])
-    wt, _ = _cupy_bridge._solve(A.mT, False, vectors=True)  # a transposed view
+    wt, _ = _cupy_bridge.solve(A.mT, False, vectors=True)  # a transposed view
     torch.testing.assert_close(wt, torch.linalg.eigvalsh(A))
     empty = torch.empty(0, 6, 6, dtype=torch.float32)
-    w0, V0 = _cupy_bridge._solve(empty, True, vectors=True)
+    w0, V0 = _cupy_bridge.solve(empty, True, vectors=True)
     assert w0.shape == (0, 6) and V0.shape == (0, 6, 6)
     assert len(fake.solves) == 2  # no solver call for the empty batch
-    w1, _ = _cupy_bridge._solve(torch.full((2, 1, 1), 4.0), True, vectors=True)  # n = 1
+    w1, _ = _cupy_bridge.solve(torch.full((2, 1, 1), 4.0), True, vectors=True)  # n = 1
     assert w1.tolist() == [[4.0], [4.0]]
 
 
@@ -118,7 +118,7 @@ def test_solve_takes_tensors_that_require_grad(monkeypatch):
     on_fake_gpu(monkeypatch, FakeCupy())
     A = _symmetric((3, 4, 4), torch.float64, seed=2).requires_grad_(True)
     with torch.no_grad():
-        w, V = _cupy_bridge._solve(A, True, vectors=True)
+        w, V = _cupy_bridge.solve(A, True, vectors=True)
     torch.testing.assert_close(w, torch.linalg.eigvalsh(A.detach()))
     assert not w.requires_grad and not V.requires_grad
 
@@ -126,7 +126,7 @@ def test_solve_takes_tensors_that_require_grad(monkeypatch):
 def test_solve_non_convergence_is_nan_through_fake(monkeypatch):
     on_fake_gpu(monkeypatch, FakeCupy(fail={0}))
     A = _symmetric((2, 4, 4), torch.float32, seed=1)
-    w, V = _cupy_bridge._solve(A, True, vectors=True)
+    w, V = _cupy_bridge.solve(A, True, vectors=True)
     assert torch.isnan(w[0]).all() and torch.isnan(V[0]).all()
     assert not torch.isnan(w[1]).any()
 
@@ -142,7 +142,7 @@ def test_unconverged_eigenvalues_with_info_zero_become_nan(monkeypatch, lower):
     keep = torch.ones(12, 12, dtype=torch.bool)
     keep = keep.tril() if lower else keep.triu()
     garbled = torch.where(keep, A, torch.full_like(A, 1e3))  # the other triangle is not read
-    w, V = _cupy_bridge._solve(garbled, lower, True, max_sweeps=1)
+    w, V = _cupy_bridge.solve(garbled, lower, True, max_sweeps=1)
     assert torch.isnan(w).all() and torch.isnan(V).all()
     # Converged results pass the same check, at every size and in both precisions.
     for n, dtype in [
@@ -154,7 +154,7 @@ def test_unconverged_eigenvalues_with_info_zero_become_nan(monkeypatch, lower):
         B = _symmetric((2, n, n), dtype, seed=n)
         read = torch.ones(n, n, dtype=torch.bool)
         read = read.tril() if lower else read.triu()
-        w, V = _cupy_bridge._solve(torch.where(read, B, 1e3), lower, True)
+        w, V = _cupy_bridge.solve(torch.where(read, B, 1e3), lower, True)
         torch.testing.assert_close(w, torch.linalg.eigvalsh(B), atol=1e-5, rtol=1e-5)
 
 
@@ -164,7 +164,7 @@ def test_solve_refuses_cuda_graph_capture(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     with pytest.raises(RuntimeError, match="CUDA graph is being captured"):
-        _cupy_bridge._solve(_symmetric((2, 3, 3), torch.float32, 0), True, vectors=False)
+        _cupy_bridge.solve(_symmetric((2, 3, 3), torch.float32, 0), True, vectors=False)
     assert fake.calls == []  # refused before any CuPy work
 
 
@@ -191,9 +191,9 @@ def test_real_non_convergence_is_nan_without_host_sync():
     try:
         # One sweep cannot converge. On an H100 (CUDA 13, CuPy 14.2) the solver still
         # reported info 0 here; the bridge's own check must turn the result into NaN.
-        w, V = _cupy_bridge._solve(A, True, True, max_sweeps=1)
+        w, V = _cupy_bridge.solve(A, True, True, max_sweeps=1)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert torch.isnan(w).all().item() and torch.isnan(V).all().item()
-    w, V = _cupy_bridge._solve(A, True, True)
+    w, V = _cupy_bridge.solve(A, True, True)
     torch.testing.assert_close(w, torch.linalg.eigvalsh(A), atol=1e-4, rtol=1e-4)

@@ -1,6 +1,6 @@
 """The CuPy bridge's failure test is scale-free and sharp (issue 33, items 2 and 3).
 
-``_unconverged`` decides, from the Frobenius invariant ‖A‖_F² = Σ λ_i², whether eigenvalues
+``unconverged`` decides, from the Frobenius invariant ‖A‖_F² = Σ λ_i², whether eigenvalues
 can be those of the read triangle. It must not square tiny entries (a valid matrix scaled by
 1e-22 in float32 or 1e-160 in float64 came back NaN from ``backend="cupy"`` and ``"auto"``,
 value and gradient), and it must pass what converged float32 batched Jacobi returns on a GPU
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eigprec.eig
-from eigprec import _cupy_bridge
+from eigprec.eig import cupy_solver as _cupy_bridge
 from eigprec.eig import kth_eigvalsh
 
 from ._fake_cupy import FakeCupy, on_fake_gpu
@@ -33,7 +33,7 @@ def _cupy_everywhere(monkeypatch) -> None:
     """The fake CuPy, with "cupy" and "auto" both resolving to it on CPU tensors."""
     on_fake_gpu(monkeypatch, FakeCupy())
     monkeypatch.setattr(_cupy_bridge, "cupy_available", lambda: True)
-    monkeypatch.setattr(eigprec.eig, "_resolve_backend", lambda backend, A, *a, **kw: "cupy")
+    monkeypatch.setattr(eigprec.eig.kth, "_resolve_backend", lambda backend, A, *a, **kw: "cupy")
 
 
 @pytest.mark.parametrize(("dtype", "scale"), [(torch.float32, 1e-22), (torch.float64, 1e-160)])
@@ -43,7 +43,7 @@ def test_tiny_but_valid_matrices_are_solved_through_cupy(monkeypatch, dtype, sca
     A = (S * scale).to(dtype)
     assert A.abs().amin() > 0  # representable, no entry flushed to zero
     want = torch.linalg.eigvalsh(A.double()) / scale
-    w, V = _cupy_bridge._solve(A, True, vectors=True)
+    w, V = _cupy_bridge.solve(A, True, vectors=True)
     assert torch.isfinite(w).all() and torch.isfinite(V).all()
     rtol = 1e-5 if dtype == torch.float32 else 1e-12
     torch.testing.assert_close(w.double() / scale, want, rtol=rtol, atol=rtol * 4)
@@ -81,7 +81,7 @@ def _structured(n: int, dtype: torch.dtype, seed: int) -> dict[str, torch.Tensor
 def test_lapack_eigenvalues_pass_the_check(dtype, n):
     for name, A in _structured(n, dtype, seed=n).items():
         w = torch.linalg.eigvalsh(A)
-        assert not _cupy_bridge._unconverged(A, w, True).any(), (name, n)
+        assert not _cupy_bridge.unconverged(A, w, True).any(), (name, n)
 
 
 #: float32 syevjBatched's largest eigenvalue error, relative to max|λ|, over 500 random
@@ -105,7 +105,7 @@ def test_converged_float32_jacobi_passes_the_check(n):
     g = torch.Generator().manual_seed(1)
     noise = torch.rand(w.shape, generator=g, dtype=torch.float64) * 2 - 1
     jacobi = (w + drift * w.abs().amax(-1, keepdim=True) * noise).float()
-    assert not _cupy_bridge._unconverged(A, jacobi, True).any()
+    assert not _cupy_bridge.unconverged(A, jacobi, True).any()
 
 
 @pytest.mark.parametrize("n", [16, 40, 100])
@@ -116,7 +116,7 @@ def test_check_marks_jacobi_stopped_after_one_sweep(n):
     A = _symmetric((8, n, n), torch.float32, seed=n)
     swept = _one_jacobi_sweep(A.double())
     w = torch.diagonal(swept, dim1=-2, dim2=-1).sort(-1).values.float()
-    assert _cupy_bridge._unconverged(A, w, True).all()
+    assert _cupy_bridge.unconverged(A, w, True).all()
 
 
 def _one_jacobi_sweep(A: torch.Tensor) -> torch.Tensor:
@@ -146,17 +146,17 @@ def test_check_is_scale_free(n, exponent, seed, lower):
     # where squaring them overflowed.
     A = _symmetric((3, n, n), torch.float32, seed)
     w = torch.linalg.eigvalsh(A, UPLO="L" if lower else "U")
-    base = _cupy_bridge._unconverged(A, w, lower)
+    base = _cupy_bridge.unconverged(A, w, lower)
     assert not base.any()
     c = 2.0**exponent
     if not (torch.isfinite(A * c).all() and (A * c / c == A).all()):
         return  # the scaled matrix itself is not representable
-    assert torch.equal(_cupy_bridge._unconverged(A * c, w * c, lower), base)
+    assert torch.equal(_cupy_bridge.unconverged(A * c, w * c, lower), base)
     # and an unconverged answer (the diagonal) stays unconverged at every scale
     d = torch.diagonal(A, dim1=-2, dim2=-1).sort(-1).values
     off = (A - torch.diag_embed(torch.diagonal(A, dim1=-2, dim2=-1))).abs().amax((-2, -1)) > 0
-    bad = _cupy_bridge._unconverged(A * c, d * c, lower)
-    assert torch.equal(bad, _cupy_bridge._unconverged(A, d, lower))
+    bad = _cupy_bridge.unconverged(A * c, d * c, lower)
+    assert torch.equal(bad, _cupy_bridge.unconverged(A, d, lower))
     assert torch.equal(bad, off)
 
 

@@ -12,8 +12,9 @@ import math
 
 import pytest
 import torch
+from eigprec_book.chapters.clarke.tie_splits import measure_tie_splits
 
-from eigprec.eig import default_cluster_tol, kth_eigvalsh, measure_tie_splits
+from eigprec.eig import default_cluster_tol, kth_eigvalsh
 
 EPS32 = torch.finfo(torch.float32).eps
 

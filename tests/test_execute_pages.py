@@ -113,10 +113,13 @@ def test_negative_jobs_is_refused(book):
 def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, capsys):
     _page(
         book / "book" / "a.md",
-        "from eigprec.book import guard, check\n"
-        "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck('flag', True)",
+        "from eigprec_book.helpers import guard, check\n"
+        "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck(True, 'flag')",
     )
-    _page(book / "book" / "b.md", "from eigprec.book import guard\nguard('fails', 0.5, '>', 1.0)")
+    _page(
+        book / "book" / "b.md",
+        "from eigprec_book.helpers import guard\nguard('fails', 0.5, '>', 1.0)",
+    )
     assert _run(book) == 1
     out = capsys.readouterr().out
     report = json.loads((book / "_build" / "guard-margins.json").read_text())
@@ -126,7 +129,10 @@ def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, ca
     assert "THIN" in out and "FAILED" in out
     assert report["configuration"]["name"] == "default"
     # A cached page keeps the guard records of its execution; a failed one is re-run.
-    _page(book / "book" / "b.md", "from eigprec.book import guard\nguard('fixed', 2.0, '>', 1.0)")
+    _page(
+        book / "book" / "b.md",
+        "from eigprec_book.helpers import guard\nguard('fixed', 2.0, '>', 1.0)",
+    )
     assert _run(book) == 0
     report = json.loads((book / "_build" / "guard-margins.json").read_text())
     names = {(r["page"], r["name"]) for r in report["guards"]}

@@ -381,10 +381,10 @@ FAKE_PYTHON = """#!{real}
 import os, subprocess, sys, time
 args = sys.argv[1:]
 mode = os.environ.get("FAKE_MODE", "ok")
-if args[:2] == ["-m", "eigprec.bench"]:
+if args[:2] == ["-m", "eigprec_book.record"]:
     out = args[args.index("--out") + 1]
     if mode == "refuse":
-        print("eigprec.bench: no CuPy here", file=sys.stderr)
+        print("eigprec_book.record: no CuPy here", file=sys.stderr)
         sys.exit(2)
     if mode == "hang":
         child = subprocess.Popen(["sleep", "120"])

@@ -1,4 +1,4 @@
-"""eigprec.book.guard/check and the guard-margin report (issue 32)."""
+"""eigprec_book.helpers.guard/check and the guard-margin report (issue 32)."""
 
 import json
 import math
@@ -6,11 +6,10 @@ import sys
 
 import pytest
 import torch
+from eigprec_book.helpers import guards
+from eigprec_book.helpers.guards import between, check, guard, guard_records, relative_margin
 from hypothesis import given
 from hypothesis import strategies as st
-
-from eigprec.book import guards
-from eigprec.book.guards import between, check, guard, guard_records, relative_margin
 
 from .conftest import ROOT
 
@@ -63,10 +62,10 @@ def test_exact_bounds_and_equalities_have_no_margin():
     assert guard_records()[-1].exact == "printed rounding"
     guard("count", 3, "==", 3)
     assert guard_records()[-1].margin is None
-    check("flag", torch.tensor(True))
+    check(torch.tensor(True), "flag")
     assert guard_records()[-1].op == "true"
     with pytest.raises(AssertionError, match="'flag' failed"):
-        check("flag", False)
+        check(False, "flag")
 
 
 @given(
@@ -90,7 +89,7 @@ def test_guards_append_to_the_log_file_the_build_names(tmp_path, monkeypatch):
     monkeypatch.setenv(guards.GUARD_LOG_ENV, str(log))
     guard("a", 2.0, "<", 4.0)
     guard("inf", math.inf, ">", 1.0)
-    check("b", True)
+    check(True, "b")
     rows = guard_margins.read_page(log)
     assert [r["name"] for r in rows] == ["a", "inf", "b"]
     assert rows[0]["margin"] == 0.5 and rows[1]["value"] == math.inf
@@ -146,7 +145,7 @@ def test_measure_only_records_a_failure_and_goes_on_but_only_with_a_log(tmp_path
         guard("no log", 0.5, ">", 1.0)
     monkeypatch.setenv(guards.GUARD_LOG_ENV, str(tmp_path / "p.jsonl"))
     guard("measured", 0.5, ">", 1.0)
-    check("measured too", False)
+    check(False, "measured too")
     rows = guard_margins.read_page(tmp_path / "p.jsonl")
     assert [(r["name"], r["passed"]) for r in rows] == [
         ("measured", False),
@@ -169,3 +168,141 @@ def test_a_window_measures_its_margin_against_its_half_width():
     assert guard_records()[-1].margin == pytest.approx(1.0)
     with pytest.raises(ValueError, match="hi must be above lo"):
         between("empty", 0.7, 0.8, 0.65)
+
+
+# --- issue 47 item 10: wrong inputs are refused or fail, never pass by accident ------------
+
+
+def test_nan_fails_every_comparison_including_not_equal():
+    with pytest.raises(AssertionError):
+        guard("nan differs", float("nan"), "!=", 0.0)
+    with pytest.raises(AssertionError):
+        guard("against nan", 1.0, "!=", float("nan"))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(complex(1, 5), id="complex"),
+        pytest.param(__import__("numpy").complex128(1 + 5j), id="numpy complex"),
+        pytest.param(torch.tensor(1 + 5j), id="complex tensor"),
+    ],
+)
+def test_complex_numbers_are_refused_naming_the_problem(value):
+    with pytest.raises(TypeError, match="real number"):
+        guard("complex", value, "<", 2.0)
+
+
+def test_integers_beyond_float_precision_compare_exactly():
+    guard("bigint", 2**53 + 1, ">", 2**53)
+    with pytest.raises(AssertionError):
+        guard("bigint equal", 2**53 + 1, "==", 2**53)
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        pytest.param((v > 0 for v in [-1.0, -2.0]), id="generator"),
+        pytest.param([False], id="list"),
+        pytest.param("yes", id="str"),
+        pytest.param(torch.tensor([True, False]), id="two-element tensor"),
+    ],
+)
+def test_check_refuses_conditions_whose_truth_is_not_one_bool(condition):
+    with pytest.raises(TypeError, match="condition"):
+        check(condition, "all positive")
+
+
+def test_an_infinite_window_end_keeps_a_finite_margin():
+    between("wide", 0.5, -math.inf, 1.0)
+    margin = guard_records()[-1].margin
+    assert margin is not None and not math.isnan(margin) and margin > 0
+
+
+def test_a_log_that_cannot_be_written_still_fails_the_guard_with_an_assertion(monkeypatch):
+    if not __import__("os").path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    monkeypatch.setenv(guards.GUARD_LOG_ENV, "/dev/full")
+    with pytest.raises(AssertionError, match="could not be written"):
+        guard("fails", 0.5, ">", 1.0)
+    monkeypatch.setenv(guards.GUARD_MEASURE_ENV, "1")
+    with pytest.raises(AssertionError, match="could not be written"):
+        guard("fails, measured only", 0.5, ">", 1.0)
+    with pytest.raises(OSError, match="/dev/full"):
+        guard("passes", 1.5, ">", 1.0)
+
+
+# --- issue 44 item 5: one call that glues and guards; check without restating ---------------
+
+
+def test_check_names_itself_from_its_own_source_when_given_no_words():
+    lam = torch.tensor([1.0, float("nan")])
+    check(torch.isnan(lam[1]))
+    assert guard_records()[-1].name == "torch.isnan(lam[1])"
+    check(lam[0] == 1.0, "the first value is one")
+    assert guard_records()[-1].name == "the first value is one"
+    with pytest.raises(AssertionError, match=r"torch\.isnan\(lam\[0\]\)"):
+        check(torch.isnan(lam[0]))
+
+
+def test_claim_glues_the_value_and_guards_it_under_one_name(monkeypatch):
+    from eigprec_book.helpers import claim, notebook
+
+    glued = []
+    monkeypatch.setattr(
+        notebook, "glue", lambda name, value, display=False: glued.append((name, value))
+    )
+    claim("turn", 88.0, ">", 80.0)
+    assert glued == [("turn", 88.0)]
+    assert (guard_records()[-1].name, guard_records()[-1].passed) == ("turn", True)
+    with pytest.raises(AssertionError, match="'small' failed"):
+        claim("small", 0.5, ">", 1.0)
+
+
+# --- issue 45 item 2: a count's margin is in runs -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "op", "bound", "share", "runs"),
+    [
+        (6, 10, ">", 0.5, True, 1),  # 6 of 10 against "more than half": one run from failing
+        (5, 10, ">", 0.5, True, -1),  # the AVX-512 machine's 5 of 10
+        (9, 10, ">", 0.5, True, 4),
+        (0, 30, "<=", 2, False, 3),
+        (10, 10, "==", 10, False, 1),
+        (3, 10, ">=", 0, False, math.inf),  # a count cannot fall below 0
+    ],
+)
+def test_a_count_records_how_many_runs_must_change_for_it_to_fail(k, n, op, bound, share, runs):
+    value = k / n if share else k
+    kw = {"share_of": n} if share else {"runs": n}
+    if runs < 0:
+        with pytest.raises(AssertionError):
+            guard("count", value, op, bound, **kw)
+    else:
+        guard("count", value, op, bound, **kw)
+    assert guard_records()[-1].runs_margin == runs
+
+
+def test_count_guards_refuse_what_is_not_a_count_of_the_runs():
+    with pytest.raises(ValueError, match="0 and 10"):
+        guard("count", 11, "<", 20, runs=10)
+    with pytest.raises(ValueError, match="whole number of runs"):
+        guard("share", 0.55, ">", 0.5, share_of=10)
+    with pytest.raises(TypeError, match="runs or share_of"):
+        guard("both", 1, "<", 2, runs=10, share_of=10)
+
+
+def test_the_report_ranks_counts_by_runs_and_calls_under_two_runs_thin(tmp_path):
+    rows = [
+        {**_row("relative", 1.5, 0.5)},
+        {**_row("one run", 0.6, 0.2), "runs_margin": 1},
+        {**_row("four runs", 0.9, 0.8), "runs_margin": 4},
+    ]
+    _page_log(tmp_path, "a", rows)
+    report = guard_margins.merge(tmp_path, ["a"], {"name": "test"})
+    text = "\n".join(guard_margins.summary_lines(report))
+    assert "1 run" in text and "one run" in text
+    thin = [line for line in text.splitlines() if "THIN" in line]
+    assert any("one run" in line for line in thin)
+    assert not any("four runs" in line for line in thin)

@@ -7,8 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-
-from eigprec.chapters.clarke import regression
+from eigprec_book.chapters.clarke import regression
 
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
 

@@ -355,22 +355,23 @@ def test_publish_and_the_strict_build_write_the_readers_notebooks_and_colab_runs
     stages = [line.split()[1:] for line in recipe[1:] if line.startswith("\t$(PAIR) ")]
     assert stages == [["site-check", "colab-check", "COLAB_QUICK=1"]]
     assert "$(if $(COLAB_QUICK),--quick)" in colab
-    assert re.search(r"^unexport EIGPREC_QUICK$", makefile, re.M)
+    assert re.search(r"^ifeq \(\$\(strip \$\(EIGPREC_SCALE\)\),quick\)$", makefile, re.M)
     assert re.search(r"^PAIR := \$\(MAKE\) .*-j2 --output-sync=target$", makefile, re.M)
 
 
 @needs_make
 def test_the_colab_checks_scale_never_reaches_a_build():
-    # EIGPREC_QUICK=1 in the caller's shell would run the strict build at one seed, and
-    # its guards would fail; only `colab-check COLAB_QUICK=1` passes --quick on.
+    # EIGPREC_SCALE=quick in the caller's shell would run the strict build at one seed, and
+    # its guards would fail; make refuses it by name. Only `colab-check COLAB_QUICK=1`
+    # passes --quick on, into the Colab check's own kernels.
     result = subprocess.run(
         [MAKE, "--no-print-directory", "-f", str(ROOT / "Makefile"), "--eval",
-         'probe-quick: ; @echo "[$${EIGPREC_QUICK-unset}]"', "probe-quick"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "EIGPREC_QUICK": "1"},
+         'probe-quick: ; @echo "[$${EIGPREC_SCALE-unset}]"', "probe-quick"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "EIGPREC_SCALE": "quick"},
         timeout=60,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[unset]"
+    assert result.returncode != 0
+    assert "EIGPREC_SCALE=quick is the Colab check's scale" in result.stderr
 
 
 @needs_make

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 import torch
+from eigprec_book.chapters.degeneracy.experiments import eigvec_rotation_experiment
+from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_experiment
+from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment
+from eigprec_book.helpers import glue, load_record
 
 import eigprec
-from eigprec.book import glue, load_record
-from eigprec.chapters.degeneracy.experiments import eigvec_rotation_experiment
-from eigprec.chapters.degeneracy.spike import SpikeConfig, spike_experiment
-from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
 
 
 @pytest.mark.parametrize("name", [3, None, b"x"])

@@ -31,7 +31,8 @@ def test_torch_numpy_and_standard_library_types_are_exempt(tmp_path):
         "# Types\n\n"
         "{py:class}`torch.Tensor`, {py:class}`torch.Generator`, {py:class}`numpy.ndarray`,\n"
         "{py:class}`matplotlib.figure.Figure`, {py:class}`collections.abc.Callable`,\n"
-        "{py:class}`~torch.dtype`, {py:func}`functools.wraps`, {py:class}`eigprec.book.T`.\n"
+        "{py:class}`~torch.dtype`, {py:func}`functools.wraps`, "
+        "{py:class}`eigprec_book.helpers.T`.\n"
     )
     result = _build(tmp_path, "types", page)
     assert result.returncode == 0, result.stdout + result.stderr

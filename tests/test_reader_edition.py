@@ -89,7 +89,7 @@ def test_page_opens_with_title_question_key_results_then_provenance(page):
         assert c["cell_type"] != "code" or "remove-cell" in _tags(c), (
             f"{path.name}: a visible code cell comes before the title"
         )
-    prov = [i for i, c in enumerate(head) if _src(c).strip().endswith("describe_runtime()")]
+    prov = [i for i, c in enumerate(head) if re.search(r"^provenance\(\)", _src(c), re.M)]
     assert len(prov) == 1, f"{path.name}: one provenance cell before the first section"
     box = "\n".join(_src(c) for c in head[title : prov[0]] if c["cell_type"] == "markdown")
     assert re.search(r"\{admonition\}\s*(Key results|What you will learn)", box), (

@@ -104,7 +104,7 @@ def _generate(book: Path, ref: str = "0123456789ab") -> dict:
 
 def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path):
     cells = [
-        "from math import sqrt\nfrom eigprec.book import glue\nglue('n', 3)",
+        "from math import sqrt\nfrom eigprec_book.helpers import glue\nglue('n', 3)",
         "helper = sqrt(4)\nassert helper == 2\nglue('pi', 3.14159)",  # guard: dropped
         "value = helper + 1",  # visible, needs helper from the dropped cell
         "print(value)",  # collapsed
@@ -169,14 +169,16 @@ def test_reader_notebook_has_values_links_no_myst_no_guards_and_outputs(tmp_path
 def test_a_visible_cell_needing_what_a_guard_defines_fails_naming_the_cell(
     tmp_path, guard, shown, message
 ):
-    cells = ["from eigprec.book import glue", guard, shown, "x = 1"]
+    cells = ["from eigprec_book.helpers import glue", guard, shown, "x = 1"]
     book = _book(tmp_path, cells, {1: ["remove-cell"]}, PROSE)
     with pytest.raises(GenerationError, match=message):
         _generate(book)
 
 
 def test_a_name_no_cell_defines_fails_naming_the_cell(tmp_path):
-    book = _book(tmp_path, ["from eigprec.book import glue", "print(nowhere)", "x = 1"], {}, PROSE)
+    book = _book(
+        tmp_path, ["from eigprec_book.helpers import glue", "print(nowhere)", "x = 1"], {}, PROSE
+    )
     with pytest.raises(GenerationError, match=r"cell 3 \(id c1\) uses `nowhere`"):
         _generate(book)
 
@@ -192,14 +194,14 @@ def test_a_name_no_cell_defines_fails_naming_the_cell(tmp_path):
     ],
 )
 def test_what_cannot_become_markdown_is_an_error_not_raw_myst(tmp_path, prose, message):
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, [prose])
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, [prose])
     with pytest.raises(GenerationError, match=re.escape(message)):
         _generate(book)
 
 
 def test_command_line_fails_with_the_message_and_writes_download_copies(tmp_path, capsys):
     _needs_pybtex()
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, PROSE)
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, PROSE)
     sources = book / "_build" / "html" / "_sources" / "book"
     sources.mkdir(parents=True)
     (sources / "page.ipynb").write_text("{}")
@@ -220,7 +222,7 @@ def test_pages_come_from_the_table_of_contents_including_sections():
 
 def test_what_hidden_cells_add_to_a_kept_object_is_kept_too(tmp_path):
     cells = [
-        "from eigprec.book import glue",
+        "from eigprec_book.helpers import glue",
         "rows = []\nfor k in range(3):\n    rows.append(k)\nassert len(rows) == 3",
         "print(rows)",
         "x = 1",
@@ -233,7 +235,7 @@ def test_what_hidden_cells_add_to_a_kept_object_is_kept_too(tmp_path):
 
 def test_a_visible_cell_that_only_writes_into_an_object_needs_only_the_object(tmp_path):
     cells = [
-        "from eigprec.book import glue",
+        "from eigprec_book.helpers import glue",
         "shown = {}",
         "for k in range(3):\n    shown[k] = k\n    glue(f'k{k}', k)",
         "shown['mine'] = 2\nprint(shown['mine'])",
@@ -261,7 +263,7 @@ EXERCISES = [
 
 
 def test_exercises_and_solutions_become_colab_markdown(tmp_path):
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, EXERCISES)
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, EXERCISES)
     nb = _generate(book)
     md = [c["source"] for c in nb["cells"] if c["cell_type"] == "markdown"]
     text = "\n".join(md)
@@ -291,14 +293,14 @@ def test_exercises_and_solutions_become_colab_markdown(tmp_path):
 
 def test_a_solution_to_an_unknown_exercise_is_an_error(tmp_path):
     prose = ["::::{solution} ex-nowhere\n:class: dropdown\nx\n::::"]
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, prose)
     with pytest.raises(GenerationError, match="solution to an unknown exercise 'ex-nowhere'"):
         _generate(book)
 
 
 def test_terms_link_to_the_glossary_page(tmp_path):
     prose = ["# Title\n\nSee {term}`TF32` and {term}`the floor <eigenvalue floor>`."]
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, prose)
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, prose)
     (book / "book" / "glossary.md").write_text(
         "# Glossary\n\n```{glossary}\nTF32\n  A format.\n\neigenvalue floor\n  A floor.\n```\n"
     )
@@ -320,7 +322,7 @@ def test_a_page_found_in_the_execution_cache_keeps_its_outputs(tmp_path):
     import nbformat
     from jupyter_cache import get_cache
 
-    book = _book(tmp_path, ["from eigprec.book import glue", "x = 1"], {}, PROSE)
+    book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, PROSE)
     executed = book / "_build" / "jupyter_execute" / "book" / "page.ipynb"
     with_outputs = json.loads(executed.read_text())
     # What MyST-NB writes for a cached page: the page as read, outputs empty.

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from eigprec_book.helpers import full_scale, quick_scale
 
 import eigprec
 from eigprec import describe_runtime, matmul_precision
-from eigprec.book import full_scale, quick_scale
 
 
 def test_fields_match_this_machine():
@@ -53,7 +53,7 @@ def test_cupy_not_imported(tmp_path):
     stand_in.mkdir()
     mark = tmp_path / "imported"
     (stand_in / "__init__.py").write_text(f"open({str(mark)!r}, 'w').close()\n")
-    code = "import sys, eigprec, eigprec.book; eigprec.describe_runtime(); "
+    code = "import sys, eigprec, eigprec_book.helpers; eigprec.describe_runtime(); "
     code += "print('cupy' in sys.modules)"
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
@@ -95,47 +95,54 @@ def test_html_escapes_device_name():
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("1", True), ("yes", True), (" TRUE ", True), ("0", False), ("", False), ("full", False)],
+    [
+        (None, ("chapter", "reduced for a small CPU")),
+        ("chapter", ("chapter", "reduced for a small CPU")),
+        (" FULL ", ("full", "full (EIGPREC_SCALE=full)")),
+        (
+            "quick",
+            ("quick", "one seed, smaller grids: make test's Colab check (EIGPREC_SCALE=quick)"),
+        ),
+    ],
 )
-def test_full_scale(monkeypatch, value, expected):
-    # The book decides the scale (eigprec.book.full_scale); the provenance box, which the
-    # library draws without importing eigprec.book, says the same.
-    monkeypatch.setenv("EIGPREC_FULL", value)
-    assert full_scale() is expected
-    info = describe_runtime()
-    assert info.full_scale is expected
-    scale = dict(info._rows())["Scale"]
-    assert scale == ("full (EIGPREC_FULL=1)" if expected else "reduced for a small CPU")
+def test_one_variable_sets_the_scale_and_the_box_says_it(monkeypatch, value, expected):
+    from eigprec_book.helpers import provenance, scale
+
+    monkeypatch.delenv("EIGPREC_SCALE", raising=False)
+    if value is not None:
+        monkeypatch.setenv("EIGPREC_SCALE", value)
+    assert scale() == expected[0]
+    assert full_scale() is (expected[0] == "full") and quick_scale() is (expected[0] == "quick")
+    assert dict(provenance()._rows())["Scale"] == expected[1]
+    assert "Scale" not in dict(describe_runtime()._rows())  # the library knows no scale
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("1", True), (" Yes ", True), ("0", False), ("", False)]
+    ("name", "value", "match"),
+    [
+        ("EIGPREC_SCALE", "huge", "must be one of"),
+        ("EIGPREC_FULL", "1", "EIGPREC_FULL is no longer read"),
+        ("EIGPREC_QUICK", "1", "EIGPREC_QUICK is no longer read"),
+    ],
 )
-def test_quick_scale(monkeypatch, value, expected):
-    # make test's Colab check (tools/colab_check.py --quick): the box says so.
-    monkeypatch.delenv("EIGPREC_FULL", raising=False)
-    monkeypatch.setenv("EIGPREC_QUICK", value)
-    assert quick_scale() is expected
-    info = describe_runtime()
-    assert info.quick_scale is expected and not info.full_scale
-    scale = dict(info._rows())["Scale"]
-    assert ("EIGPREC_QUICK=1" in scale) is expected
-    assert (scale == "reduced for a small CPU") is not expected
+def test_a_scale_it_cannot_honour_is_refused_by_name(monkeypatch, name, value, match):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=match):
+        full_scale()
 
 
-def test_quick_and_full_scale_together_are_refused(monkeypatch):
-    monkeypatch.setenv("EIGPREC_QUICK", "1")
-    monkeypatch.setenv("EIGPREC_FULL", "1")
-    with pytest.raises(ValueError, match="EIGPREC_QUICK=1 and EIGPREC_FULL=1"):
-        quick_scale()
+def test_notes_must_be_pairs_of_strings():
+    with pytest.raises(TypeError, match="notes"):
+        describe_runtime(notes=(("Scale",),))
+    assert dict(describe_runtime(notes=(("Scale", "x"),))._rows())["Scale"] == "x"
 
 
 def test_full_scale_is_a_book_helper_not_library():
     assert "full_scale" not in eigprec.__all__
     assert not hasattr(eigprec, "full_scale")
-    assert full_scale.__module__ == "eigprec.book.scale"
+    assert full_scale.__module__ == "eigprec_book.helpers.scale"
     assert "quick_scale" not in eigprec.__all__
-    assert quick_scale.__module__ == "eigprec.book.scale"
+    assert quick_scale.__module__ == "eigprec_book.helpers.scale"
 
 
 def _fake_cuda(monkeypatch, name: str, capability: tuple[int, int], hip: str | None = None):

@@ -4,9 +4,9 @@ import inspect
 import re
 
 import pytest
+from eigprec_book.helpers import show_source
 
 import eigprec
-from eigprec.book import show_source
 from eigprec.runtime import RuntimeInfo
 
 

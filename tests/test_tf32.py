@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from eigprec_book.chapters.tf32.experiments import diag_qtlq_experiment
+from eigprec_book.chapters.tf32.probes import rounding_probe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.overrides import _get_current_function_mode_stack
 
 import eigprec
 import eigprec.tf32 as tf32
-from eigprec.chapters.tf32.experiments import diag_qtlq_experiment
-from eigprec.chapters.tf32.probes import rounding_probe
 from eigprec.tf32 import (
     ROUNDINGS,
     emulate_tf32,
@@ -532,7 +532,7 @@ def test_nesting_innermost_decides_and_state_restored(precision, monkeypatch):
         assert (a @ one).item() == 1 + 2**-10
     assert (a @ one).item() == 1 + 2**-11
     # an inner context that declines (real TF32 claimed, no force) is not overridden
-    monkeypatch.setattr(tf32, "has_real_tf32", lambda device: True)
+    monkeypatch.setattr(tf32.settings, "has_real_tf32", lambda device: True)
     with emulate_tf32("rz", force=True):
         with emulate_tf32("rna"):
             assert (a @ one).item() == 1 + 2**-11
@@ -554,7 +554,7 @@ def test_real_tf32_left_alone_unless_forced(precision, monkeypatch):
     a = torch.tensor([[1 + 2**-11]])
     one = torch.ones(1, 1)
     precision(True)
-    monkeypatch.setattr(tf32, "has_real_tf32", lambda device: True)
+    monkeypatch.setattr(tf32.settings, "has_real_tf32", lambda device: True)
     with emulate_tf32():
         assert (a @ one).item() == 1 + 2**-11
     with emulate_tf32(force=True):
@@ -637,9 +637,22 @@ def test_experiment_is_deterministic():
 def test_docstring_examples():
     import doctest
 
-    import eigprec.chapters.tf32.experiments
+    import eigprec_book.chapters.tf32.experiments
 
-    for module in (tf32, eigprec.chapters.tf32.experiments):
+    import eigprec.tf32.compensated
+    import eigprec.tf32.core
+    import eigprec.tf32.emulate
+    import eigprec.tf32.rounding
+    import eigprec.tf32.settings
+
+    for module in (
+        eigprec.tf32.core,
+        eigprec.tf32.emulate,
+        eigprec.tf32.rounding,
+        eigprec.tf32.compensated,
+        eigprec.tf32.settings,
+        eigprec_book.chapters.tf32.experiments,
+    ):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0
 

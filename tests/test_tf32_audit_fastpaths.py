@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from eigprec import _audit_mode
+from eigprec.audit import mode as _audit_mode
 from eigprec.audit import tf32_audit
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import has_real_tf32, round_tf32
@@ -153,7 +153,7 @@ def test_row_column_scale_reads_nan_free_exactly_when_no_operand_holds_nan(
     # The audit rounds a GEMM's operands to TF32 without a NaN screen of their own when the
     # row and column norms read no NaN: that reading must never call an operand with a NaN
     # NaN-free (inf and huge entries, which overflow the norms, are no NaN).
-    from eigprec._audit_measures import _row_column_scale
+    from eigprec.audit.measures import _row_column_scale
 
     gen = torch.Generator().manual_seed(seed)
     a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
@@ -166,7 +166,7 @@ def test_row_column_scale_reads_nan_free_exactly_when_no_operand_holds_nan(
 
 
 def test_rounding_without_the_screen_equals_the_screened_rounding_on_nan_free_data():
-    from eigprec.tf32 import _round_bits
+    from eigprec.tf32.core import round_bits as _round_bits
 
     x = randn(64, 64) * torch.logspace(-30, 30, 64)
     x[0, :3] = torch.tensor([float("inf"), -float("inf"), 0.0])

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from eigprec import _audit_mode, _tf32_dispatch
-from eigprec._tf32_dispatch import triage
+from eigprec.audit import mode as _audit_mode
 from eigprec.audit import tf32_attribution, tf32_audit
+from eigprec.tf32 import dispatch as _tf32_dispatch
 from eigprec.tf32 import emulate_tf32
+from eigprec.tf32.dispatch import triage
 
 aten = torch.ops.aten
 
@@ -43,7 +44,7 @@ def test_opaque_rebuilt_and_composite_operators_are_looked_into():
     ):
         packet, operands, _ = triage(func, args, None)
         assert packet is func.overloadpacket and operands is None
-    lstm = next(p for p in _tf32_dispatch._tf32_opaque.OPAQUE if p.__name__ == "mkldnn_rnn_layer")
+    lstm = next(p for p in _tf32_dispatch.opaque.OPAQUE if p.__name__ == "mkldnn_rnn_layer")
     assert not _tf32_dispatch.composite(lstm.default)
     assert triage(lstm.default, (), None)[1] is None  # named as not covered
 
@@ -71,7 +72,9 @@ def test_every_mode_starts_with_the_triage(monkeypatch):
 
         return triage_
 
-    monkeypatch.setattr(_tf32_dispatch, "triage", counting("emulator"))
+    import eigprec.tf32.emulate
+
+    monkeypatch.setattr(eigprec.tf32.emulate, "triage", counting("emulator"))
     a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
     with emulate_tf32():
         a @ a

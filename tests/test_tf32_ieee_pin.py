@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from eigprec import emulate_tf32, precision
-from eigprec._onednn import ieee_cpu as _ieee_cpu
+from eigprec.tf32.onednn import ieee_cpu as _ieee_cpu
 
 from ._precision_state import raw_precision_state
 

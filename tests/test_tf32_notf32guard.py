@@ -166,7 +166,7 @@ def test_guarded_calls_hide_no_primal_product():
     # out of sight), so whatever the mode sees inside the call is the jvp formula's.
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from eigprec._tf32_dispatch import CONVS, GEMMS, GUARDED_JVP_FUNCS
+    from eigprec.tf32.dispatch import CONVS, GEMMS, GUARDED_JVP_FUNCS
 
     class Products(TorchDispatchMode):
         def __init__(self):

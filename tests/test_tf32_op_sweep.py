@@ -1,7 +1,7 @@
 """The CPU operator sweep (issue 34, item 2): every float32 operator of PyTorch's OpInfo
 database that TF32 leaves alone on a GPU runs bit for bit unchanged under emulate_tf32()
 and tf32_audit() at 'high'; the solves TF32 changes are named (NotEmulatedWarning); the
-audit never changes a result. The facts: eigprec.chapters.tf32.op_sweep.
+audit never changes a result. The facts: eigprec_book.chapters.tf32.op_sweep.
 
 One sample per operator (op_db's first float32 sample, small tensors). Operators whose
 sample fails or differs between two plain runs (random output) are skipped, and so are the
@@ -15,12 +15,12 @@ import warnings
 
 import pytest
 import torch
+from eigprec_book.chapters.tf32.op_sweep import SOLVES, changed_ops
+from eigprec_book.record.ops import op_db_float32
 from torch.utils._pytree import tree_leaves
 
 from eigprec import NotEmulatedWarning, emulate_tf32, matmul_precision
 from eigprec.audit import tf32_audit
-from eigprec.bench.ops import op_db_float32
-from eigprec.chapters.tf32.op_sweep import SOLVES, changed_ops
 
 SAMPLES_PER_OP = 1
 MIN_OPERATORS = 300
@@ -123,13 +123,13 @@ def test_op_db_sweep_under_the_emulator_and_the_audit(no_test_case_lookup):
 
 
 def test_the_facts_cover_the_gpu_record():
-    # book/data/ops_gpu.json (python -m eigprec.bench ops, an H200): every op_db operator the
+    # book/data/ops_gpu.json (python -m eigprec_book.record ops, an H200): every op_db operator the
     # record saw change is emulated or named here, and so is every sized probe family it saw
     # change at some size; the families it left alone at every size are not listed as changed.
     import json
     from pathlib import Path
 
-    from eigprec.chapters.tf32.op_sweep import PROBE_OPS, sweep_summary
+    from eigprec_book.chapters.tf32.op_sweep import PROBE_OPS, sweep_summary
 
     path = Path(__file__).resolve().parents[1] / "book" / "data" / "ops_gpu.json"
     summary = sweep_summary(json.loads(path.read_text()))

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import eigprec._audit_mode as audit_mode
+import eigprec.audit.mode as audit_mode
 from eigprec import current_matmul_precision, matmul_precision
 from eigprec.audit import tf32_audit
 from eigprec.tf32 import tf32_matmul_enabled
@@ -178,7 +178,9 @@ def test_emulated_lstm_leaves_onednn_alone_under_a_concurrent_flags_block(monkey
     assert torch._C._get_mkldnn_enabled()
     a_inside, b_entered, a_done = threading.Event(), threading.Event(), threading.Event()
     seen_in_a: list[bool] = []
-    original = tf32._round_bits
+    import eigprec.tf32.core as core
+
+    original = core.round_bits
 
     def rounding(x, rounding, screen=True):
         if not a_inside.is_set():
@@ -187,7 +189,7 @@ def test_emulated_lstm_leaves_onednn_alone_under_a_concurrent_flags_block(monkey
             b_entered.wait(0.5)
         return original(x, rounding, screen)
 
-    monkeypatch.setattr(tf32, "_round_bits", rounding)
+    monkeypatch.setattr(core, "round_bits", rounding)
     lstm = torch.nn.LSTM(4, 3)
     x = torch.randn(5, 2, 4)
 
@@ -215,7 +217,7 @@ def test_lstm_rebuild_is_the_native_loop_bit_for_bit():
     # loop instead of switching oneDNN off; that copy must be the native loop exactly.
     import itertools
 
-    from eigprec._tf32_opaque import lstm_native
+    from eigprec.tf32.opaque import lstm_native
 
     for layers, bi, batch_first, proj, bias, p in itertools.product(
         (1, 2), (False, True), (False, True), (0, 2), (True, False), (0.0, 0.5)

@@ -139,7 +139,7 @@ def test_build_runs_on_the_gpu_runner_variable_or_a_standard_runner(book, tmp_pa
 def test_build_executes_at_full_scale_on_python_312_with_the_gpu_extra(book):
     build = book["jobs"]["build"]
     steps = _steps(build)
-    assert build["env"]["EIGPREC_FULL"] == "1"
+    assert build["env"]["EIGPREC_SCALE"] == "full"
     assert "python-version: '3.12'" in steps
     assert "nvidia-smi" in steps
     assert "make env" in steps  # requirements.txt and the package, as the Makefile does

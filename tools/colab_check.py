@@ -6,7 +6,7 @@ What Colab does, and how it is imitated here without a network or a GPU:
   Its site-packages holds one ``.pth`` line pointing at a mirror of this project's
   ``.venv`` site-packages (symlinks, so torch & co. are not reinstalled) from which
   ``eigprec`` (the editable install) and ``myst_nb`` (absent in Colab, so
-  ``eigprec.book.glue`` takes its Colab path) are left out. The check first proves that
+  ``eigprec_book.helpers.glue`` takes its Colab path) are left out. The check first proves that
   ``import eigprec`` fails there.
 - ``google.colab`` is importable (a stand-in module) and imported when the kernel
   starts, as in Colab, so the setup cell's ``if "google.colab" in sys.modules:`` is
@@ -19,8 +19,8 @@ What Colab does, and how it is imitated here without a network or a GPU:
 - Each notebook runs in its own empty folder (Colab's ``/content``): no ``book/data``.
 - After the last cell a check cell confirms that ``eigprec`` was imported from the
   fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
-- ``--quick`` (``make test``): ``EIGPREC_QUICK=1`` in the kernels, so the degeneracy
-  chapter's experiments run one seed and smaller grids (:func:`eigprec.book.quick_scale`):
+- ``--quick`` (``make test``): ``EIGPREC_SCALE=quick`` in the kernels, so the degeneracy
+  chapter's experiments run one seed and smaller grids (:func:`eigprec_book.helpers.quick_scale`):
   every cell still runs, in about half the CPU time of the strict build's execution. What
   the pages find is checked by the strict build at chapter scale; a reader's Colab runs at
   chapter scale, as the weekly job in Colab's own image does (.github/workflows/weekly.yml).
@@ -53,10 +53,11 @@ from schedule import load_times, page_order, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_NAME = "eigprec-colab-sim"
-# Left out of the fresh environment: the package itself (only the setup cell may
-# provide it) and MyST-NB, which Colab does not have.
+# Left out of the fresh environment: the two packages (only the setup cell may provide
+# them) and MyST-NB, which Colab does not have.
 HIDDEN = re.compile(
-    r"^(eigprec|_?_editable__.*eigprec.*|eigprec-.*\.dist-info|myst_nb|myst_nb-.*\.dist-info)$"
+    r"^(eigprec|eigprec_book|_?_editable__.*eigprec.*|eigprec(_|-)?.*\.dist-info"
+    r"|myst_nb|myst_nb-.*\.dist-info)$"
     r"|\.pth$",
     re.I,
 )
@@ -64,14 +65,15 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CHECK_CELL = """\
 import json as _json, sys as _sys
 import eigprec as _eigprec
+import eigprec_book.helpers as _helpers
 print("COLAB-CHECK " + _json.dumps({
     "eigprec_file": _eigprec.__file__,
     "prefix": _sys.prefix,
     "colab": "google.colab" in _sys.modules,
     "myst_nb": "myst_nb" in _sys.modules,
     "tf32_emulated": _eigprec.describe_runtime().tf32_emulated,
-    "scale": _eigprec.describe_runtime().scale_label,
-    "quick": _eigprec.describe_runtime().quick_scale,
+    "scale": _helpers.scale(),
+    "quick": _helpers.quick_scale(),
 }))
 """
 
@@ -87,14 +89,19 @@ def repository_url(config: Path) -> str:
 
 
 def replace_install_url(setup_source: str, url: str, local: Path) -> str:
-    """The setup cell with ``git+<url>`` (or ``git+<url>@<ref>``) replaced by
-    ``file://<local>``; nothing else."""
-    needle = re.compile(rf"git\+{re.escape(url)}(@[\w./-]+)?(?![\w/])")
-    if len(needle.findall(setup_source)) != 1:
+    """The setup cell with ``git+<url>`` (or ``git+<url>@<ref>``, each optionally
+    ``#subdirectory=<dir>``) replaced by ``file://<local>`` (``file://<local>/<dir>``);
+    nothing else. The library and the book's package are installed once each."""
+    needle = re.compile(rf"git\+{re.escape(url)}(@[\w./-]+)?(#subdirectory=([\w./-]+))?(?![\w/])")
+    found = needle.findall(setup_source)
+    if sorted(sub for _, _, sub in found) != ["", "bookpkg"]:
         raise ColabCheckError(
-            f"the setup cell must install from git+{url} exactly once; it reads:\n{setup_source}"
+            f"the setup cell must install git+{url} (the library) and "
+            f"git+{url}#subdirectory=bookpkg (the book's package) once each; it reads:\n"
+            f"{setup_source}"
         )
-    return needle.sub(lambda _: local.resolve().as_uri(), setup_source)
+    root = local.resolve()
+    return needle.sub(lambda m: (root / m[3] if m[3] else root).as_uri(), setup_source)
 
 
 def publishable_copy(root: Path, dest: Path) -> Path:
@@ -266,7 +273,7 @@ def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int,
         os.environ["JUPYTER_PATH"] = str(jupyter)
         os.environ["OMP_NUM_THREADS"] = str(threads)
         seen = run_notebook(path.resolve(), url, own_package, workdir, timeout)
-        if seen["quick"] != (os.environ.get("EIGPREC_QUICK") == "1"):
+        if seen["quick"] != (os.environ.get("EIGPREC_SCALE") == "quick"):
             raise ColabCheckError(f"{path.name}: the kernel ran at scale {seen['scale']!r}")
     except ColabCheckError as exc:
         return False, f"FAIL {path.name} ({time.monotonic() - t0:.0f} s)\n{exc}", 0.0
@@ -292,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="EIGPREC_QUICK=1: the degeneracy chapter's experiments at one seed, smaller grids",
+        help="EIGPREC_SCALE=quick: the degeneracy chapter's experiments at one seed, smaller grids",
     )
     parser.add_argument(
         "--times",
@@ -309,10 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     url = repository_url(args.config)
     package = publishable_copy(ROOT, workdir / "checkout")
     # What a Colab kernel's environment has and has not: none of the book build's settings.
-    for name in ("EIGPREC_PROGRESS", "EIGPREC_FULL", "EIGPREC_QUICK", "PYTHONPATH"):
+    for name in ("EIGPREC_PROGRESS", "EIGPREC_SCALE", "EIGPREC_SEED_OFFSET", "PYTHONPATH"):
         os.environ.pop(name, None)
     if args.quick:
-        os.environ["EIGPREC_QUICK"] = "1"
+        os.environ["EIGPREC_SCALE"] = "quick"
     notebooks = page_order(args.notebooks, load_times(args.times))
     jobs, threads = plan(args.jobs, len(notebooks))
     scale = "one seed, smaller grids (--quick)" if args.quick else "chapter scale"

@@ -1,6 +1,6 @@
 """Write the table of CuPy binding signatures that the CPU tests hold the CuPy bridge to.
 
-``src/eigprec/_cupy_bridge.py`` calls cuSOLVER through CuPy's Cython bindings, which no CPU
+``src/eigprec/eig/cupy_solver.py`` calls cuSOLVER through CuPy's Cython bindings, which no CPU
 test can run. ``tests/test_cupy_signatures.py`` compares every call the bridge makes, and the
 fake CuPy the other tests use, with ``tests/data/cupy_signatures.json``, which this script
 writes from an *installed* CuPy: the names the bridge uses, each one's parameters (from the

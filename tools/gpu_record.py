@@ -13,7 +13,7 @@ interpreter). It
    libraries only in ``site.getsitepackages()``, which stays the machine's own here;
 3. checks that ``torch`` imports in that environment (the step fails, and the run with it,
    where it does not), prints and stores the GPU, driver, torch, CUDA and CuPy versions;
-4. runs the steps asked for (``--steps``): the recorders ``python -m eigprec.bench
+4. runs the steps asked for (``--steps``): the recorders ``python -m eigprec_book.record
    tf32|eig|ops|degeneracy``, the unit suite (JUnit XML and a JSON digest), and chapters with
    nbclient (``notebooks`` for all, ``notebooks:<chapter>`` for one);
 5. leaves at most 8 files in ``--out`` (default ``$OUT`` where set, else
@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. tf32,eig,degeneracy or tests or notebooks:clarke, or all",
     )
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole run")
-    p.add_argument("--full", action="store_true", help="EIGPREC_FULL=1 for the notebooks")
+    p.add_argument("--full", action="store_true", help="EIGPREC_SCALE=full for the notebooks")
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -653,13 +653,13 @@ def versions(run: Run, env: dict[str, Any]) -> dict[str, Any]:
 
 
 def record(run: Run, env: dict[str, Any], name: str, last: bool = False) -> None:
-    """``python -m eigprec.bench <name>`` into ``records/``; status 2 means refused."""
+    """``python -m eigprec_book.record <name>`` into ``records/``; status 2 means refused."""
     limit = run.limit(name, last)
     if limit < MIN_STEP_S:
         run.note(name, "skipped", "time budget spent")
         return
     out = run.out / "records" / RECORDERS[name]
-    cmd = [env["python"], "-m", "eigprec.bench", name, "--out", str(out)]
+    cmd = [env["python"], "-m", "eigprec_book.record", name, "--out", str(out)]
     if name in ("eig", "ops", "degeneracy"):
         cmd += ["--budget", f"{max(limit - RECORDER_MARGIN_S, 5):.0f}"]
     status, rc, log, secs = run.execute(f"record-{name}", cmd, limit=limit, env=env["vars"])
@@ -736,7 +736,7 @@ def notebook_env(env: dict[str, Any], full: bool) -> dict[str, str]:
     """The variables a chapter runs with: the step's, and the Makefile's settings."""
     extra = {**env["vars"], **NOTEBOOK_ENV}
     if full:
-        extra["EIGPREC_FULL"] = "1"
+        extra["EIGPREC_SCALE"] = "full"
     return extra
 
 

@@ -1,6 +1,6 @@
 """The guard-margin report: every hidden guard of the book with the margin it stood on.
 
-Each executed page appends its guards (``eigprec.book.guard``/``check``) to a JSON-lines
+Each executed page appends its guards (``eigprec_book.helpers.guard``/``check``) to a JSON-lines
 file of its own (``EIGPREC_GUARD_LOG``, set by ``execute_pages.py``). This module merges
 those files into one report, ``_build/guard-margins.json``, with the configuration the
 pages ran under, and prints the thinnest margins. ``robustness.py`` merges the reports of
@@ -28,10 +28,14 @@ CONFIG_VARS = (
     "MKL_CBWR",
     "OPENBLAS_CORETYPE",
     "EIGPREC_TF32_ROUNDING",
-    "EIGPREC_FULL",
+    "EIGPREC_SCALE",
+    "EIGPREC_SEED_OFFSET",
     "TORCH_COMPILE_DISABLE",
 )
 THIN = 0.10
+#: A count of chaotic runs (seeds) is thin when fewer runs than this would make it fail,
+#: whatever its relative margin: "6 of 10 > half" stands one run from failing.
+THIN_RUNS = 2
 
 
 def _cpu_model() -> str:
@@ -64,7 +68,7 @@ def read_page(path: Path) -> list[dict]:
         if not line.strip():
             continue
         row = json.loads(line)
-        for key in ("value", "bound", "margin"):
+        for key in ("value", "bound", "margin", "runs_margin"):
             row[key] = _float(row.get(key))
         rows.append(row)
     return rows
@@ -84,9 +88,30 @@ def merge(guard_dir: Path, pages: list[str], config: dict) -> dict:
 
 
 def thinnest(rows: list[dict], count: int = 10) -> list[dict]:
-    """The rows with the smallest relative margin (rows without a margin left out)."""
-    with_margin = [r for r in rows if r.get("margin") is not None]
+    """The rows with the smallest relative margin (counts of runs and rows without a margin
+    left out: :func:`thinnest_counts` ranks the counts)."""
+    with_margin = [r for r in rows if r.get("margin") is not None and r.get("runs_margin") is None]
     return sorted(with_margin, key=lambda r: r["margin"])[:count]
+
+
+def thinnest_counts(rows: list[dict], count: int = 10) -> list[dict]:
+    """The guards on counts of runs with the fewest runs of margin."""
+    counts = [r for r in rows if r.get("runs_margin") is not None]
+    return sorted(counts, key=lambda r: (r["runs_margin"], r.get("margin") or 0.0))[:count]
+
+
+def is_thin(row: dict) -> bool:
+    """Under 10 % of relative margin, or for a count of runs under :data:`THIN_RUNS` runs."""
+    if row.get("runs_margin") is not None:
+        return row["runs_margin"] < THIN_RUNS
+    return row.get("margin") is not None and row["margin"] < THIN
+
+
+def _runs(x: float) -> str:
+    if math.isinf(x):
+        return "cannot fail" if x > 0 else "cannot pass"
+    n = int(x)
+    return f"{n:+d} run" + ("" if abs(n) == 1 else "s")
 
 
 def _fmt(x: float | None) -> str:
@@ -114,9 +139,18 @@ def summary_lines(report: dict, count: int = 10) -> list[str]:
         )
     lines.append(f"  the {count} thinnest margins:")
     for r in thinnest(rows, count):
-        flag = "  THIN" if r["margin"] < THIN else ""
+        flag = "  THIN" if is_thin(r) else ""
         lines.append(
             f"  {r['margin']:+8.1%}  {r['page']}: {r['name']}  "
+            f"({_fmt(r['value'])} {r['op']} {_fmt(r['bound'])}){flag}"
+        )
+    counts = thinnest_counts(rows, count)
+    if counts:
+        lines.append(f"  the {len(counts)} counts of runs with the fewest runs of margin:")
+    for r in counts:
+        flag = "  THIN" if is_thin(r) else ""
+        lines.append(
+            f"  {_runs(r['runs_margin']):>11}  {r['page']}: {r['name']}  "
             f"({_fmt(r['value'])} {r['op']} {_fmt(r['bound'])}){flag}"
         )
     for r in failed:

@@ -54,6 +54,8 @@ from reader_markdown import Context, GenerationError, convert_markdown, load_bib
 ROOT = Path(__file__).resolve().parents[1]
 GLUE_PREFIX = "application/papermill.record/"
 COLLAPSED = ("hide-input", "remove-input")
+#: The call that shows a page's provenance box (in the page's first visible code cell).
+PROVENANCE_CALL = re.compile(r"^(provenance|eigprec\.describe_runtime)\(\)", re.M)
 
 __all__ = ["GenerationError", "generate", "main", "reader_notebook"]
 
@@ -118,10 +120,11 @@ def _collapsed(source: str, title: str) -> str:
 
 
 def _runtime_text(nb: dict) -> str | None:
-    """Where the build ran, from what ``eigprec.describe_runtime()`` returned there."""
+    """Where the build ran, from what the provenance cell (``provenance()``, which is
+    ``eigprec.describe_runtime`` with the scale) returned there."""
     for cell in nb["cells"]:
         src = "".join(cell.get("source", "")) if cell["cell_type"] == "code" else ""
-        if not src.strip().endswith("describe_runtime()"):
+        if not PROVENANCE_CALL.search(src):
             continue
         for out in cell.get("outputs", []):
             text = "".join(out.get("data", {}).get("text/plain", ""))
@@ -154,10 +157,12 @@ def _provenance(ctx: Context, page: str, nb: dict, built: str) -> str:
 def install_source(repo_url: str, ref: str) -> str:
     """The first code cell: in Colab only, install the package at ``ref``."""
     return (
-        "# Colab only: install the companion package at the commit these pages were built from.\n"
+        "# Colab only: install the library and the book's code at the commit these pages were\n"
+        "# built from.\n"
         "import sys\n\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install -q "eigprec @ git+{repo_url}@{ref}"'
+        f'    %pip install -q "eigprec @ git+{repo_url}@{ref}"\n'
+        f'    %pip install -q "eigprec-book @ git+{repo_url}@{ref}#subdirectory=bookpkg"'
     )
 
 

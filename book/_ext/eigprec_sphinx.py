@@ -3,7 +3,7 @@ the package version in the footer, Colab and Download buttons that give a text p
 reader's notebook, and one script that jupyter-book 1 includes twice on every page.
 
 API page (book/api.md): it documents the names in ``eigprec.__all__`` and
-``eigprec.book.__all__`` as ``eigprec.<name>`` and ``eigprec.book.<name>``.
+``eigprec_book.helpers.__all__`` as ``eigprec.<name>`` and ``eigprec_book.helpers.<name>``.
 Functions and classes carry their docstrings wherever they are defined, but a
 re-exported constant is documented by a ``#:`` comment in the submodule that
 defines it, and autodoc reads such comments only from the module it documents
@@ -49,12 +49,12 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-PACKAGES = ("eigprec", "eigprec.book")
+PACKAGES = ("eigprec", "eigprec_book.helpers")
 
 
 def _own_modules(package: Any) -> list[pkgutil.ModuleInfo]:
     """The package's own modules, not its subpackages: a library's constants live in the
-    library (importing eigprec.chapters here would import the whole book)."""
+    library (importing eigprec_book.chapters here would import the whole book)."""
     found = pkgutil.iter_modules(package.__path__, prefix=f"{package.__name__}.")
     return [info for info in found if not info.ispkg]
 

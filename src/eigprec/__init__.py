@@ -2,18 +2,24 @@
 Clarke subgradients, eigenbasis geometry and SOAP/REKLS.
 
 ``eigprec.__all__`` is the library, the part meant for reuse. Three packages sit on top of
-it and are never imported by it: :mod:`eigprec.book` (how the book's pages talk to their
-reader), ``eigprec.chapters`` (each chapter's experiments and plots) and
-``eigprec.bench`` (the command line that records GPU runs).
+it and are never imported by it: :mod:`eigprec_book.helpers` (how the book's pages talk to their
+reader), ``eigprec_book.chapters`` (each chapter's experiments and plots) and
+``eigprec_book.record`` (the command line that records GPU runs).
 """
 
-from .audit import Attribution, AuditRecord, AuditReport, SiteEffect, tf32_attribution, tf32_audit
-from .eig import default_cluster_tol, kth_eigvalsh
-from .precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
-from .runtime import RuntimeInfo, describe_runtime
-from .soap import REKLS, SOAP, ema_first_weight
-from .soap_monitor import FactorSignals, SOAPMonitor, SOAPSignals
-from .subspace import (
+from eigprec.audit import (
+    Attribution,
+    AuditRecord,
+    AuditReport,
+    SiteEffect,
+    tf32_attribution,
+    tf32_audit,
+)
+from eigprec.eig import default_cluster_tol, kth_eigvalsh
+from eigprec.precision import MATMUL_PRECISIONS, current_matmul_precision, matmul_precision
+from eigprec.runtime import RuntimeInfo, describe_runtime
+from eigprec.soap import REKLS, SOAP, FactorSignals, SOAPMonitor, SOAPSignals, ema_first_weight
+from eigprec.subspace import (
     ClusterAngle,
     cluster_angles,
     davis_kahan_bound,
@@ -22,7 +28,7 @@ from .subspace import (
     subspace_angle,
     top1_angle,
 )
-from .tf32 import (
+from eigprec.tf32 import (
     BackwardAfterExitWarning,
     NotEmulatedWarning,
     emulate_tf32,
@@ -34,7 +40,7 @@ from .tf32 import (
     tf32_matmul_enabled,
     tf32_mode,
 )
-from .timing import time_side_by_side
+from eigprec.timing import time_side_by_side
 
 __all__ = [
     "MATMUL_PRECISIONS",

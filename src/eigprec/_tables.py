@@ -1,5 +1,6 @@
 """The package's one Markdown table renderer (private; the book re-exports it as
-:func:`eigprec.book.markdown_table`, and :meth:`eigprec.AuditReport.to_markdown` uses it)."""
+:func:`eigprec_book.helpers.markdown_table`, and :meth:`eigprec.AuditReport.to_markdown` uses
+it)."""
 
 from __future__ import annotations
 

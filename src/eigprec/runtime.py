@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._tf32_rounding import default_rounding
-from .precision import current_matmul_precision
-from .tf32 import is_tf32_capability
+from eigprec.precision import current_matmul_precision
+from eigprec.tf32.rounding import default_rounding
+from eigprec.tf32.settings import is_tf32_capability
 
 __all__ = ["RuntimeInfo", "describe_runtime"]
 
@@ -79,26 +79,6 @@ def _tf32_env_meaning(name: str, value: str) -> str:
     return "not 0: TF32 follows the program's settings"
 
 
-def _full_scale_requested() -> bool:
-    # The environment variable the GPU publishing build sets to run the book's experiments
-    # at full scale. How large experiments run is the book's business
-    # (eigprec.book.full_scale, which calls this reader); the library reads the variable
-    # only so that the provenance box's "Scale" row says what the page ran at, without
-    # importing eigprec.book.
-    return _flag("EIGPREC_FULL")
-
-
-def _quick_scale_requested() -> bool:
-    # make test's Colab check sets EIGPREC_QUICK=1 (tools/colab_check.py --quick): the
-    # degeneracy chapter's experiments run one seed and smaller grids, the check being whether
-    # every reader's notebook runs, not what it finds (the strict build checks that).
-    return _flag("EIGPREC_QUICK")
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
-
-
 # How the emulator's rounding rules read in the provenance box (see eigprec.tf32).
 _RULE_WORDS = {
     "rna": "ties rounded away from zero, as on Ampere",
@@ -125,8 +105,6 @@ class RuntimeInfo:
         numpy_version: ``numpy.__version__``.
         cupy_version: the installed CuPy distribution's version, or None.
         python_version: the interpreter's version.
-        full_scale: whether ``EIGPREC_FULL=1`` scaled the book's experiments up
-            (:func:`eigprec.book.full_scale`).
         timestamp: UTC time of the snapshot, ISO 8601.
         driver_version: the NVIDIA driver's version (from ``nvidia-smi``), or None.
         cudnn_version: cuDNN's version as torch reports it, or None.
@@ -136,10 +114,10 @@ class RuntimeInfo:
             exactly ``0`` or ``1``) and ``NVIDIA_TF32_OVERRIDE`` (``0``: NVIDIA's libraries
             never use TF32; read as C reads an integer, so ``" 0 "`` counts as 0; a value
             without digits is reported as undocumented, by the label and the table alike).
-        quick_scale: whether ``EIGPREC_QUICK=1`` (``make test``'s Colab check) shrank the
-            degeneracy chapter's experiments (one seed, smaller grids).
         tf32_rounding: where TF32 is emulated, the rounding rule calls that name none use
             (``eigprec.tf32.default_rounding()``); None on TF32 hardware.
+        notes: ``(label, text)`` rows a caller adds to the box, shown before "When" (the
+            book adds the scale its experiments ran at).
 
     Example:
         >>> info = describe_runtime()
@@ -160,13 +138,12 @@ class RuntimeInfo:
     numpy_version: str
     cupy_version: str | None
     python_version: str
-    full_scale: bool
     timestamp: str
     driver_version: str | None = None
     cudnn_version: int | None = None
     tf32_env_overrides: tuple[tuple[str, str], ...] = ()
-    quick_scale: bool = False
     tf32_rounding: str | None = None
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def tf32_label(self) -> str:
@@ -185,15 +162,6 @@ class RuntimeInfo:
         return (
             f"emulated in software ({where}; {rule})" if rule else f"emulated in software ({where})"
         )
-
-    @property
-    def scale_label(self) -> str:
-        """How large the book's experiments ran here (the provenance box's "Scale" row)."""
-        if self.full_scale:
-            return "full (EIGPREC_FULL=1)"
-        if self.quick_scale:
-            return "one seed, smaller grids: make test's Colab check (EIGPREC_QUICK=1)"
-        return "reduced for a small CPU"
 
     def as_record(self) -> dict[str, object]:
         """The provenance of a recording, as JSON-ready data (the recorders write it).
@@ -245,7 +213,7 @@ class RuntimeInfo:
         return [
             *rows,
             ("Versions", versions),
-            ("Scale", self.scale_label),
+            *self.notes,
             ("When", self.timestamp),
         ]
 
@@ -274,22 +242,32 @@ class RuntimeInfo:
         )
 
 
-def describe_runtime() -> RuntimeInfo:
+def describe_runtime(notes: tuple[tuple[str, str], ...] = ()) -> RuntimeInfo:
     """Describe the device, library versions and precision settings in force now.
 
     CuPy's version is read from package metadata, so CuPy is not imported. The matmul
     precision is the one that runs (:func:`eigprec.current_matmul_precision`), and the
     TF32 environment overrides are reported when set.
 
+    Args:
+        notes: ``(label, text)`` rows to add to the box (strings).
+
     Returns:
         A frozen :class:`RuntimeInfo`; in a notebook it renders as the provenance
         box ("Executed on …"), and ``print()`` gives the same box as text.
+
+    Raises:
+        TypeError: if ``notes`` is not a tuple of ``(str, str)`` pairs.
 
     Example:
         >>> info = describe_runtime()
         >>> info.tf32_emulated == (not info.tf32_hardware)
         True
     """
+    if not isinstance(notes, tuple) or not all(
+        isinstance(n, tuple) and len(n) == 2 and all(isinstance(s, str) for s in n) for n in notes
+    ):
+        raise TypeError(f"notes must be a tuple of (label, text) string pairs, got {notes!r}")
     cc: tuple[int, int] | None = None
     if torch.cuda.is_available():
         device = "cuda"
@@ -315,13 +293,12 @@ def describe_runtime() -> RuntimeInfo:
         numpy_version=np.__version__,
         cupy_version=_cupy_version(),
         python_version=platform.python_version(),
-        full_scale=_full_scale_requested(),
         timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         driver_version=_driver_version() if device == "cuda" else None,
         cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
         tf32_env_overrides=_tf32_env_overrides(),
-        quick_scale=_quick_scale_requested(),
         tf32_rounding=None if tf32_hardware else default_rounding(),
+        notes=notes,
     )
 
 

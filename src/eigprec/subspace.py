@@ -82,7 +82,7 @@ def _check_orthonormal(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
         )
 
 
-def _angles(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+def principal_angles_radians(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """Principal angles in radians between the spans of two checked float64 bases."""
     # Re-orthonormalising in float64 keeps the same spans but removes the input dtype's
     # slack, which would otherwise appear as an angle (≈ 0.05° at a 1e-3 defect).
@@ -139,7 +139,7 @@ def principal_angles(A: torch.Tensor, B: torch.Tensor, degrees: bool = True) -> 
         )
     _check_orthonormal(A64, "A", A.dtype)
     _check_orthonormal(B64, "B", B.dtype)
-    return _to_unit(_angles(A64, B64), degrees)
+    return _to_unit(principal_angles_radians(A64, B64), degrees)
 
 
 def subspace_angle(A: torch.Tensor, B: torch.Tensor, k: int, degrees: bool = True) -> float:
@@ -365,7 +365,9 @@ def cluster_angles(
             gap = (outside[:, None] - inside[None, :]).abs().min().item()
         else:
             gap = math.inf
-        angle = _to_unit(_angles(A[:, start:stop], B[:, start:stop]), degrees).max()
+        angle = _to_unit(
+            principal_angles_radians(A[:, start:stop], B[:, start:stop]), degrees
+        ).max()
         out.append(
             ClusterAngle(
                 start=start,

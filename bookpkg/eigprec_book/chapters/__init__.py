@@ -1,0 +1,1 @@
+"""Each chapter's experiments and plots: ``eigprec_book.chapters.<chapter>``."""

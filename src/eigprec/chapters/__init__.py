@@ -1,1 +1,0 @@
-"""Each chapter's experiments and plots: ``eigprec.chapters.<chapter>``."""

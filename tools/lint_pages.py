@@ -8,8 +8,10 @@ apply (pyproject.toml: line length, rules, ``E402`` ignored). Findings are repor
 the page's own lines (``book/tf32.md:123:8: F401 …``); a cell ruff would reformat is shown
 as ruff's diff, under the line where the cell starts.
 
-Usage: ``python tools/lint_pages.py [book/<page>.md ...]`` (default: every page of
-``book/``). Exit status 1 where ruff finds anything.
+Usage: ``python tools/lint_pages.py [--fix] [book/<page>.md ...]`` (default: every page of
+``book/``). Exit status 1 where ruff finds anything. ``--fix`` first applies ruff's safe
+fixes and its formatting to the code cells and writes them back into the pages, each cell
+where it stood (the Markdown, the cells' options and their order untouched).
 """
 
 from __future__ import annotations
@@ -87,11 +89,62 @@ def lint(page: Path) -> list[str]:
     return out
 
 
+#: A code cell of a MyST page: the fence line, its options (``:key: value`` lines or a YAML
+#: block between ``---`` lines), the code, the closing fence.
+CODE_CELL = re.compile(
+    r"^(?P<open>```\{code-cell\}[^\n]*\n)(?P<head>(?:---\n.*?\n---\n|(?::[^\n]*\n)*))"
+    r"(?P<code>.*?)^```$",
+    re.S | re.M,
+)
+
+
+def fix(page: Path) -> bool:
+    """Apply ruff's safe fixes and formatting to ``page``'s code cells, in place.
+
+    Returns:
+        Whether the page changed.
+    """
+    import nbformat
+
+    text = page.read_text(encoding="utf-8")
+    cells = list(CODE_CELL.finditer(text))
+    if not cells:
+        return False
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(m["code"].strip("\n")) for m in cells]
+    )
+    nb.metadata["language_info"] = {"name": "python"}
+    name = str(page.with_suffix(".ipynb").name)
+    checked = _ruff(["check", "--fix", "--exit-zero", "--quiet"], name, nbformat.writes(nb))
+    formatted = _ruff(["format"], name, checked.stdout or nbformat.writes(nb))
+    if formatted.returncode != 0:
+        raise RuntimeError(f"{page}: ruff format failed: {formatted.stderr.strip()}")
+    new_cells = [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in json.loads(formatted.stdout)["cells"]
+    ]
+    out, pos = [], 0
+    for m, code in zip(cells, new_cells, strict=True):
+        lead = m["code"][: len(m["code"]) - len(m["code"].lstrip("\n"))]  # after the options
+        out.append(text[pos : m.start("code")] + lead + code + "\n")
+        pos = m.end("code")
+    out.append(text[pos:])
+    new = "".join(out)
+    if new != text:
+        page.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pages", nargs="*", type=Path, help="default: every page of book/")
+    parser.add_argument("--fix", action="store_true", help="fix and format the code cells first")
     args = parser.parse_args(argv)
     pages = args.pages or page_paths(ROOT / "book")
+    if args.fix:
+        for page in pages:
+            if fix(page):
+                print(f"lint_pages: fixed {page}")
     found = 0
     for page in pages:
         lines = lint(page)

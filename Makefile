@@ -30,7 +30,7 @@ endif
 # here must empty the execution cache.
 CACHE_INPUTS := src bookpkg book/data requirements.txt pyproject.toml bookpkg/pyproject.toml
 
-.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish strip \
+.PHONY: book test env lint unit cache-key strict-book site-check colab-check publish \
 	linkcheck notebooks clean help robustness
 
 help:
@@ -44,7 +44,6 @@ help:
 	@echo "make robustness  execute every page under several arithmetic configurations"
 	@echo "            (threads, instruction sets, BLAS path, TF32 rounding rule) and fail on"
 	@echo "            any guard that fails in any; margins in $(BUILD)/robustness/"
-	@echo "make strip  strip outputs and execution counts from the chapter notebooks (before a commit)"
 	@echo "make linkcheck  follow every external link of the book (chapters not executed)"
 	@echo "make env TORCH_INDEX=...  choose where torch comes from (default: auto, see Makefile)"
 
@@ -125,9 +124,12 @@ book: cache-key
 	$(READER_NOTEBOOKS)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
 
+# The pages are MyST Markdown, which ruff does not read: tools/lint_pages.py hands each
+# page's code cells to ruff as a notebook and reports findings at the page's lines.
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(PY) tools/lint_pages.py
 
 # One worker more than there are cores, each torch on one thread. Many tests wait on a
 # subprocess, a kernel or Chromium, and a worker's torch with one thread per core left
@@ -213,12 +215,6 @@ PAIR := $(MAKE) --no-print-directory -j2 --output-sync=target
 test: lint unit strict-book
 	$(PAIR) site-check colab-check COLAB_QUICK=1
 	@echo "make test: lint, unit tests, the strict book build, the site checks and the Colab run all passed"
-
-# Chapters are committed without outputs or execution counts (tests/test_book_files.py
-# fails otherwise). Cell ids are kept: nbstripout would otherwise renumber them.
-NOTEBOOKS ?= $(sort $(wildcard book/*.ipynb))
-strip: env
-	$(BIN)/nbstripout --keep-id $(NOTEBOOKS)
 
 # External links (the weekly workflow): every link of the book followed, the chapters
 # not executed (execute_notebooks off in a copy of _config.yml), in a build folder of

@@ -143,6 +143,53 @@ def notebook(cells: list[str], first: list[dict] | None = None) -> dict:
     }
 
 
+def myst_page(nb: dict) -> str:
+    """A notebook (an nbformat-4 dict, as :func:`notebook` returns) as a book page: a MyST
+    Markdown notebook, as ``book/<page>.md`` are written (front matter, ``{code-cell}``
+    blocks with their metadata as YAML, ``+++`` between Markdown cells).
+    """
+    kernelspec = nb.get("metadata", {}).get("kernelspec") or {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    front = yaml.safe_dump({"file_format": "mystnb", "kernelspec": kernelspec}, sort_keys=False)
+    parts, previous = [f"---\n{front}---"], None
+    for cell in nb["cells"]:
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code":
+            meta = cell.get("metadata") or {}
+            head = "```{code-cell} ipython3"
+            if meta:
+                head += "\n---\n" + yaml.safe_dump(meta, allow_unicode=True).rstrip() + "\n---"
+            parts.append(f"{head}\n{src}\n```")
+        else:
+            if previous == "markdown":
+                parts.append("+++")
+            parts.append(src)
+        previous = cell["cell_type"]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_page(path: Path, nb: dict) -> Path:
+    """Write :func:`myst_page` of ``nb`` to ``path`` (its folder created); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(myst_page(nb), encoding="utf-8")
+    return path
+
+
+def read_page(path: Path):
+    """A book page as MyST-NB reads it (tools/book_pages.py), skipping the test where
+    MyST-NB, one of the book build's tools, is not installed."""
+    pytest.importorskip("myst_nb", reason="needs myst_nb (the book build's tools)")
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import book_pages
+
+    return book_pages.read_page(path)
+
+
 @pytest.fixture(scope="session")
 def book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -5,7 +5,6 @@ These build a one-page book with the project's own _config.yml and the flags of
 broken page through fails here.
 """
 
-import json
 import re
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, notebook
+from .conftest import ROOT, myst_page, notebook
 
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 pytestmark = pytest.mark.skipif(not JUPYTER_BOOK.exists(), reason="jupyter-book not installed")
@@ -43,9 +42,9 @@ def _build(tmp_path: Path, page: str, body: dict | str) -> subprocess.CompletedP
     shutil.copytree(ROOT / "book" / "_static", tmp_path / "book" / "_static")  # html_static_path
     shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\nA page.\n")
-    suffix = ".ipynb" if isinstance(body, dict) else ".md"
-    content = json.dumps(body) if isinstance(body, dict) else body
-    (tmp_path / "book" / f"{page}{suffix}").write_text(content)
+    # A notebook (dict) is written as the book writes its pages: a MyST Markdown notebook.
+    content = myst_page(body) if isinstance(body, dict) else body
+    (tmp_path / "book" / f"{page}.md").write_text(content)
     (tmp_path / "_toc.yml").write_text(
         f"format: jb-book\nroot: book/intro\nchapters:\n  - file: book/{page}\n"
     )

@@ -4,12 +4,11 @@ Each check runs on a small fixture site holding one instance of each fault next 
 correct counterparts, so a check that cannot fail (or flags correct pages) fails here.
 """
 
-import json
 import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, notebook, write_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_site
@@ -76,21 +75,24 @@ def test_remote_font_in_stylesheet_is_reported(site):
     ]
 
 
-def _colab_fixture(tmp_path, link):
+DOWNLOAD = '<a href="../_sources/book/ch.ipynb">.ipynb</a>'
+
+
+def _colab_fixture(tmp_path, link, download=DOWNLOAD):
     (tmp_path / "_config.yml").write_text(
         "repository:\n  url: https://github.com/org/repo\n  path_to_book: ''\n  branch: main\n"
     )
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/ch\n"
     )
-    _write(tmp_path / "book" / "ch.ipynb", json.dumps({"cells": []}))
+    write_page(tmp_path / "book" / "ch.md", notebook(["x = 1"]))  # a MyST notebook page
     _write(tmp_path / "book" / "intro.md", "# Intro")
-    _write(tmp_path / "html" / "book" / "ch.html", f'<a href="{link}">Colab</a>')
+    _write(tmp_path / "html" / "book" / "ch.html", f'<a href="{link}">Colab</a> {download}')
     _write(tmp_path / "html" / "book" / "intro.html", "<p>no launch button: a Markdown page</p>")
     return check_site.check_colab(tmp_path / "html", tmp_path / "_config.yml")
 
 
-def test_colab_link_to_the_committed_notebook_passes(tmp_path):
+def test_colab_link_to_the_readers_notebook_passes(tmp_path):
     url = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.ipynb"
     problems, checked = _colab_fixture(tmp_path, url)
     assert problems == []
@@ -121,11 +123,33 @@ def test_details_page_nested_as_a_section_is_checked_too(tmp_path):
         "format: jb-book\nroot: book/intro\nparts:\n  - chapters:\n"
         "      - file: book/ch\n        sections:\n          - file: book/ch_details\n"
     )
-    _write(tmp_path / "book" / "ch_details.ipynb", json.dumps({"cells": []}))
+    write_page(tmp_path / "book" / "ch_details.md", notebook(["x = 1"]))
     _write(tmp_path / "html" / "book" / "ch_details.html", "<p>no Colab button</p>")
     problems, checked = check_site.check_colab(tmp_path / "html", tmp_path / "_config.yml")
     assert checked == [url]
-    assert len(problems) == 1 and problems[0].startswith("book/ch_details.html: no Colab link")
+    assert [p.split(": ")[1][:14] for p in problems] == ["no Colab link ", "no Download li"]
+    assert all(p.startswith("book/ch_details.html: ") for p in problems)
+
+
+def test_a_link_to_the_myst_source_is_reported(tmp_path):
+    # sphinx-book-theme builds launch links from the page's source: Colab would open
+    # book/ch.md, which the notebooks branch does not hold; the Download menu would offer
+    # the MyST text (book/_ext/eigprec_sphinx.py rewrites both).
+    md = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.md"
+    problems, checked = _colab_fixture(tmp_path, md)
+    assert checked == [] and len(problems) == 2
+    assert "no Colab link to" in problems[0] and "links to its MyST source" in problems[1]
+    url = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.ipynb"
+    source = DOWNLOAD + ' <a href="../_sources/book/ch.md">.md</a>'
+    problems, checked = _colab_fixture(tmp_path, url, source)
+    assert checked == [url]
+    assert problems == ["book/ch.html: links to its MyST source ['../_sources/book/ch.md']"]
+
+
+def test_a_page_without_the_notebook_download_is_reported(tmp_path):
+    url = "https://colab.research.google.com/github/org/repo/blob/main/book/ch.ipynb"
+    problems, _ = _colab_fixture(tmp_path, url, download="")
+    assert problems == ["book/ch.html: no Download link to _sources/book/ch.ipynb"]
 
 
 def test_colab_url_needs_github():

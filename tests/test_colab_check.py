@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, needs_in_site_packages
+from .conftest import ROOT, needs_in_site_packages, read_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_check
@@ -21,7 +21,11 @@ import colab_check
 URL = "https://github.com/eigprec/eigen-precision"
 # The notebooks run in a kernel of the fresh environment, which sees site-packages only.
 needs_kernel = needs_in_site_packages("ipykernel", "jupyter_client")
-SETUP = json.loads((ROOT / "book" / "tf32.ipynb").read_text())["cells"][0]
+
+
+def _setup() -> str:
+    """The chapters' Colab setup cell (the first cell of book/tf32.md)."""
+    return read_page(ROOT / "book" / "tf32.md").cells[0].source
 
 
 def _notebook(tmp_path: Path, name: str, setup: str, *cells: str) -> Path:
@@ -65,7 +69,7 @@ def _run(
 
 
 def test_replace_install_url_changes_only_the_url(tmp_path):
-    source = "".join(SETUP["source"])
+    source = _setup()
     replaced = colab_check.replace_install_url(source, URL, tmp_path)
     root = tmp_path.resolve()
     expected = source.replace(f"git+{URL}#subdirectory=bookpkg", (root / "bookpkg").as_uri())
@@ -100,15 +104,13 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
     ok = _notebook(
         tmp_path,
         "installs",
-        "".join(SETUP["source"]),
+        _setup(),
         "import eigprec\neigprec.describe_runtime()",
         "import eigprec_book.helpers\n"
         "eigprec_book.helpers.glue('x', 1)  # the Colab path: no MyST-NB",
     )
     # The same setup cell with its condition inverted never installs anything.
-    never = "".join(SETUP["source"]).replace(
-        '"google.colab" in sys.modules', '"google.colab" not in sys.modules'
-    )
+    never = _setup().replace('"google.colab" in sys.modules', '"google.colab" not in sys.modules')
     skipped = _notebook(tmp_path, "no_install", never, "import eigprec")
     result = _run(tmp_path, ok, skipped)
     out = result.stdout + result.stderr
@@ -121,7 +123,7 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
 
 @needs_kernel
 def test_raising_cell_fails_naming_it(tmp_path):
-    never = "".join(SETUP["source"]).replace('"google.colab" in', '"google.colab" not in')
+    never = _setup().replace('"google.colab" in', '"google.colab" not in')
     broken = _notebook(tmp_path, "broken", never, "x = 1", "raise ValueError('chapter broke')")
     result = _run(tmp_path, broken)
     out = result.stdout + result.stderr
@@ -155,7 +157,7 @@ def test_replace_install_url_accepts_a_pinned_install(tmp_path):
 @needs_kernel
 def test_the_install_cell_may_follow_markdown_cells(tmp_path):
     # A reader's notebook opens with its provenance note; the install is the first code cell.
-    path = _notebook(tmp_path, "reader", "".join(SETUP["source"]), "import eigprec")
+    path = _notebook(tmp_path, "reader", _setup(), "import eigprec")
     nb = json.loads(path.read_text())
     nb["cells"].insert(0, {"cell_type": "markdown", "id": "m0", "metadata": {}, "source": "# A"})
     path.write_text(json.dumps(nb))
@@ -173,7 +175,7 @@ def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
     path = _notebook(
         tmp_path,
         "quick",
-        "".join(SETUP["source"]),
+        _setup(),
         "from eigprec_book.chapters.degeneracy.scale import experiment_kwargs\n"
         "assert experiment_kwargs('practice')['seeds'] == (0,)",
     )

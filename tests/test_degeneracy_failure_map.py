@@ -1,7 +1,7 @@
 """The failure map of issue 37 (item 1): harm, the angle probe and the monitor, side by side.
 
 Small layers keep these fast; what the map shows at chapter scale is guarded on the page
-(book/degeneracy_details.ipynb, section "A failure map").
+(book/degeneracy_details.md, section "A failure map").
 """
 
 from __future__ import annotations

@@ -4,24 +4,33 @@ import json
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from .conftest import needs
+from .conftest import needs, notebook, read_page, write_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import execute_pages
 
-# main() imports jupyter-cache before it reads its arguments.
-needs_cache = needs("jupyter_cache")
+# main() imports jupyter-cache before it reads its arguments; the pages are MyST text.
+needs_cache = needs("jupyter_cache", "myst_nb")
 
 
 def _page(path: Path, code: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nb.cells = [nbformat.v4.new_markdown_cell("# Page"), nbformat.v4.new_code_cell(code)]
-    nbformat.write(nb, path)
+    """A page as the book writes them: a MyST Markdown notebook, a title and one cell."""
+    title = {"cell_type": "markdown", "id": "t", "metadata": {}, "source": "# Page"}
+    write_page(path, notebook([code], first=[title]))
+
+
+def _as_myst_nb_reads(path: Path):
+    """The page as MyST-NB's Sphinx parser reads it (myst_nb.sphinx_), with its reader's
+    name for jupyter-cache."""
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.core.read import create_nb_reader
+    from myst_parser.config.main import MdParserConfig
+
+    text = path.read_text()
+    reader = create_nb_reader(str(path), MdParserConfig(), NbParserConfig(), text)
+    return reader.read(text), reader.read_fmt
 
 
 @pytest.fixture
@@ -34,9 +43,9 @@ def book(tmp_path):
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     # Each page writes a file in its own folder: pages run where MyST-NB runs them.
-    _page(tmp_path / "book" / "a.ipynb", "open('ran-a', 'w').close(); print(6 * 7)")
-    _page(tmp_path / "book" / "a_details.ipynb", "open('ran-d', 'w').close()")
-    _page(tmp_path / "book" / "b.ipynb", "open('ran-b', 'w').close()")
+    _page(tmp_path / "book" / "a.md", "open('ran-a', 'w').close(); print(6 * 7)")
+    _page(tmp_path / "book" / "a_details.md", "open('ran-d', 'w').close()")
+    _page(tmp_path / "book" / "b.md", "open('ran-b', 'w').close()")
     return tmp_path
 
 
@@ -53,7 +62,7 @@ def _run(book: Path, *extra: str) -> int:
 
 def test_toc_pages_include_sections_and_skip_markdown(book):
     names = [p.name for p in execute_pages.toc_notebooks(book / "_toc.yml")]
-    assert names == ["a.ipynb", "a_details.ipynb", "b.ipynb"]
+    assert names == ["a.md", "a_details.md", "b.md"]  # not intro.md: not a notebook
 
 
 @needs_cache
@@ -63,14 +72,20 @@ def test_every_page_is_cached_as_myst_nb_would_match_it(book, capsys):
     assert _run(book, "--jobs", "2") == 0
     assert {p.name for p in (book / "book").glob("ran-*")} == {"ran-a", "ran-b", "ran-d"}
     cache = get_cache(str(book / "_build" / ".jupyter_cache"))
-    record = cache.match_cache_notebook(nbformat.read(book / "book" / "a.ipynb", as_version=4))
-    _, merged = cache.merge_match_into_notebook(
-        nbformat.read(book / "book" / "a.ipynb", as_version=4)
-    )
+    # The build finds each page as MyST-NB reads it, so it does not execute it again.
+    for name in ("b", "a_details", "a"):
+        nb, read_fmt = _as_myst_nb_reads(book / "book" / f"{name}.md")
+        cache.match_cache_notebook(nb)
+    record = cache.match_cache_notebook(read_page(book / "book" / "a.md"))
+    _, merged = cache.merge_match_into_notebook(nb)
     assert merged.cells[1].outputs[0]["text"] == "42\n"
     assert record.data["execution_seconds"] > 0
+    # Its project record names MyST-NB's reader, as MyST-NB's own would.
+    (project,) = [r for r in cache.list_project_records() if r.uri.endswith("a.md")]
+    assert project.read_data == read_fmt == execute_pages.MYST_READER
+    assert cache.get_project_notebook(project.uri).nb.cells[1].source == nb.cells[1].source
     times = json.loads((book / "_build" / "execution-seconds.json").read_text())
-    assert set(times) == {"a.ipynb", "a_details.ipynb", "b.ipynb"}
+    assert set(times) == {"a", "a_details", "b"}  # by page name (tools/schedule.py)
     # A second run finds every page cached and runs none.
     for ran in (book / "book").glob("ran-*"):
         ran.unlink()
@@ -82,10 +97,10 @@ def test_every_page_is_cached_as_myst_nb_would_match_it(book, capsys):
 
 @needs_cache
 def test_a_failing_page_fails_the_run_and_is_named(book, capsys):
-    _page(book / "book" / "b.ipynb", "raise ValueError('guard failed: 1 > 2')")
+    _page(book / "book" / "b.md", "raise ValueError('guard failed: 1 > 2')")
     assert _run(book) == 1
     err = capsys.readouterr().err
-    assert "FAIL book/b.ipynb" in err and "guard failed" in err
+    assert "FAIL book/b.md" in err and "guard failed" in err
 
 
 @needs_cache
@@ -97,12 +112,12 @@ def test_negative_jobs_is_refused(book):
 @needs_cache
 def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, capsys):
     _page(
-        book / "book" / "a.ipynb",
+        book / "book" / "a.md",
         "from eigprec_book.helpers import guard, check\n"
         "guard('wide', 3.0, '>', 1.0)\nguard('thin', 1.05, '>', 1.0)\ncheck(True, 'flag')",
     )
     _page(
-        book / "book" / "b.ipynb",
+        book / "book" / "b.md",
         "from eigprec_book.helpers import guard\nguard('fails', 0.5, '>', 1.0)",
     )
     assert _run(book) == 1
@@ -115,7 +130,7 @@ def test_guards_are_recorded_per_page_and_merged_into_the_margin_report(book, ca
     assert report["configuration"]["name"] == "default"
     # A cached page keeps the guard records of its execution; a failed one is re-run.
     _page(
-        book / "book" / "b.ipynb",
+        book / "book" / "b.md",
         "from eigprec_book.helpers import guard\nguard('fixed', 2.0, '>', 1.0)",
     )
     assert _run(book) == 0
@@ -131,7 +146,7 @@ def test_every_kernel_gets_one_thread_however_many_pages_are_left(book, monkeypa
     monkeypatch.delenv("OMP_NUM_THREADS")
     for name in ("a", "a_details", "b"):
         _page(
-            book / "book" / f"{name}.ipynb",
+            book / "book" / f"{name}.md",
             f"import os\nopen('threads-{name}', 'w').write(os.environ['OMP_NUM_THREADS'])",
         )
     assert _run(book, "--jobs", "1") == 0
@@ -156,7 +171,7 @@ def test_each_kernel_talks_over_its_own_ipc_sockets(book, monkeypatch):
 
     monkeypatch.setattr(utils, "single_nb_execution", fake)
     for page in ("a", "b"):
-        execute_pages._execute(str(book / "book" / f"{page}.ipynb"), timeout=60)
+        execute_pages._execute(str(book / "book" / f"{page}.md"), timeout=60)
     assert [t for t, _, _ in seen] == ["ipc", "ipc"]
     assert seen[0][1] != seen[1][1] and all(made for _, _, made in seen)
     assert not any(Path(ip).parent.exists() for _, ip, _ in seen)  # removed after the run
@@ -175,6 +190,6 @@ def test_each_page_s_kernel_is_stopped_with_its_page(book, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(KernelManager, "shutdown_kernel", shutdown)
-    _, _, _, error = execute_pages._execute(str(book / "book" / "b.ipynb"), timeout=60)
+    _, _, _, error = execute_pages._execute(str(book / "book" / "b.md"), timeout=60)
     assert error is None and stopped == ["ipc"]
     assert (book / "book" / "ran-b").is_file()

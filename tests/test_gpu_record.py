@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, needs, notebook, write_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu_record
@@ -477,6 +477,23 @@ def test_unit_test_step_writes_junit_and_digest(tmp_path, fake_env):
         {"test": "tests.test_tf32::test_real", "outcome": "failed", "message": "off"}
     ]
     assert step["outputs"] == ["reports/junit.xml", "reports/tests.json"]
+
+
+@needs("myst_nb", "nbclient", "ipykernel")
+def test_execute_notebook_runs_a_myst_page_and_saves_it_executed(tmp_path):
+    # The chapters are MyST Markdown (book/<page>.md): read as MyST-NB reads them, run,
+    # saved as the notebook the GPU run returns (notebooks/<page>.ipynb).
+    page = write_page(tmp_path / "book" / "p.md", notebook(["print(6 * 7)"]))
+    target = tmp_path / "out" / "notebooks" / "p.ipynb"
+    assert gpu_record.execute_notebook(page, target, timeout=120) == 0
+    (cell,) = json.loads(target.read_text())["cells"]
+    assert "".join(cell["outputs"][0]["text"]) == "42\n"
+    assert set(gpu_record.CHAPTERS) == {p.stem for p in (ROOT / "book").glob("*.md")} - {
+        "intro",
+        "glossary",
+        "api",
+        "references",
+    }
 
 
 def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):

@@ -59,6 +59,13 @@ def test_select_leaves_out_what_the_machine_has():
         "tqdm": "4.70.1",
         "emerging-optimizers": "0.3.0",
         "absl-py": "2.5.1",
+        # MyST-NB's reader and what it imports, carried without their Sphinx dependencies.
+        "myst-nb": "1.4.0",
+        "myst-parser": "3.0.1",
+        "markdown-it-py": "3.0.0",
+        "mdit-py-plugins": "0.7.0",
+        "mdurl": "0.1.2",
+        "docutils": "0.21.2",
     }
     chosen = gpu_wheels.select(report, pins)
     carried = {p["name"]: p["version"] for p in chosen["carry"]}
@@ -66,6 +73,7 @@ def test_select_leaves_out_what_the_machine_has():
     assert "packaging" not in carried and "numpy" not in carried and "pytest" not in carried
     assert carried["pygments"] == "2.21.0" and carried["pyyaml"] == "6.0.3"
     assert carried["emerging-optimizers"] == "0.3.0" and carried["absl-py"] == "2.5.1"
+    assert carried["myst-nb"] == "1.4.0" and "sphinx" not in carried
     assert "colorama" not in carried  # Windows-only marker
     assert chosen["unpinned"] == ["pyzmq"]  # needed, not in requirements.txt
     assert "packaging" in chosen["left_out"]
@@ -99,7 +107,7 @@ def test_bundle_from_pypi_fits_and_is_complete(tmp_path):
     assert manifest["total_bytes"] <= 64 * 2**20
     carried = {p["name"] for p in manifest["packages"]}
     needed = {"nbclient", "nbformat", "ipykernel", "jupyter-client", "pyyaml", "tqdm"}
-    assert needed | {"pygments", "emerging-optimizers", "absl-py", "pyzmq"} <= carried
+    assert needed | {"pygments", "emerging-optimizers", "absl-py", "pyzmq", "myst-nb"} <= carried
     assert not carried & {"torch", "numpy", "scipy", "matplotlib", "pytest", "hypothesis"}
     pins = gpu_wheels.parse_requirements((ROOT / "requirements.txt").read_text())
     for p in manifest["packages"]:

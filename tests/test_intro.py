@@ -3,28 +3,32 @@ the chapters that compute them, every chapter page opens in Colab from it, and i
 truthfully where the published pages run.
 """
 
-import json
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
-from .conftest import ROOT, notebook
+from .conftest import ROOT, notebook, read_page, write_page
 from .test_build_strictness import JUPYTER_BOOK
 
+sys.path.insert(0, str(ROOT / "tools"))
+from book_pages import page_paths
+
 INTRO = ROOT / "book" / "intro.md"
-CROSS_GLUE = re.compile(r"\{glue(?::\w+)?\}`([\w./-]+\.ipynb)::(\w+)(?::[^`]*)?`")
+# {glue:text}`tf32.md::key:.3g`: a value glued on the page book/tf32.md.
+CROSS_GLUE = re.compile(r"\{glue(?::\w+)?\}`([\w./-]+\.md)::(\w+)(?::[^`]*)?`")
 
 
 def _markdown(page: str) -> str:
-    cells = json.loads((ROOT / "book" / page).read_text())["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    cells = read_page(ROOT / "book" / page).cells
+    return "\n".join(c.source for c in cells if c.cell_type == "markdown")
 
 
 def test_headline_results_are_pasted_from_each_chapter():
     refs = CROSS_GLUE.findall(INTRO.read_text())
-    assert {page for page, _ in refs} >= {"tf32.ipynb", "clarke.ipynb", "degeneracy.ipynb"}
+    assert {page for page, _ in refs} >= {"tf32.md", "clarke.md", "degeneracy.md"}
     for page, key in refs:
         # The chapter pastes the key in its own prose, so it glues it, and its guard
         # cell holds the sentence the number belongs to.
@@ -42,7 +46,7 @@ def test_every_chapter_page_opens_in_colab_from_the_intro(book_config):
             INTRO.read_text(),
         )
     )
-    pages = {p.stem for p in (ROOT / "book").glob("*.ipynb")}
+    pages = {p.stem for p in page_paths(ROOT / "book")}
     assert pages <= links, f"no Colab link for {sorted(pages - links)}"
 
 
@@ -65,7 +69,7 @@ def test_pasted_numbers_follow_a_chapter_that_alone_reexecuted(tmp_path):
     shutil.copytree(ROOT / "book" / "_static", tmp_path / "book" / "_static")
     shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
     (tmp_path / "book" / "intro.md").write_text(
-        "# Intro\n\nThe answer is {glue:text}`chapter.ipynb::answer:d`.\n"
+        "# Intro\n\nThe answer is {glue:text}`chapter.md::answer:d`.\n"
     )
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/chapter\n"
@@ -75,7 +79,7 @@ def test_pasted_numbers_follow_a_chapter_that_alone_reexecuted(tmp_path):
         title = {"cell_type": "markdown", "id": "title", "metadata": {}, "source": "# A chapter"}
         cell = f"from myst_nb import glue\nglue('answer', {value}, display=False)"
         page = notebook([cell], first=[title])
-        (tmp_path / "book" / "chapter.ipynb").write_text(json.dumps(page))
+        write_page(tmp_path / "book" / "chapter.md", page)
         result = subprocess.run(
             [str(JUPYTER_BOOK), "build", str(tmp_path), "--builder", "html", "-W", "-n"],
             capture_output=True,

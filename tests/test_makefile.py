@@ -24,6 +24,7 @@ from .conftest import ROOT, needs
 
 sys.path.insert(0, str(ROOT / "tools"))
 import torch_index
+from book_pages import page_paths
 
 MAKE = shutil.which("make")
 needs_make = pytest.mark.skipif(MAKE is None, reason="make not installed")
@@ -142,7 +143,7 @@ def _make(target: str, venv: Path, fake_bin: Path, **variables: str):
     args = [MAKE, "--no-print-directory", target, f"VENV={venv}"]
     args += [f"{k}={v}" for k, v in variables.items()]
     env = {"PATH": _path(fake_bin), "HOME": str(venv.parent)}
-    if "PYTHONPATH" in os.environ:  # where this Python finds its packages (nbstripout)
+    if "PYTHONPATH" in os.environ:  # where this Python finds its packages
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
@@ -223,7 +224,7 @@ def test_makefile_default_cpu_index_is_pytorchs():
     assert torch_index.CPU_INDEX == CPU_INDEX
 
 
-# --- make strip, make linkcheck --------------------------------------------------------
+# --- make lint, make linkcheck ---------------------------------------------------------
 
 
 def _installed(venv: Path) -> None:
@@ -233,32 +234,11 @@ def _installed(venv: Path) -> None:
     os.utime(venv / ".eigprec-installed", (newest + 10, newest + 10))
 
 
-def _nbstripout_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("nbstripout") is not None
-
-
-@needs_make
-@pytest.mark.skipif(not _nbstripout_available(), reason="nbstripout not installed")
-def test_make_strip_empties_outputs_and_counts_and_keeps_ids(fake_venv, fake_bin, tmp_path):
-    _installed(fake_venv)
-    (fake_venv / "bin" / "nbstripout").write_text(
-        f'#!/bin/sh\nexec {sys.executable} -m nbstripout "$@"\n'
-    )
-    (fake_venv / "bin" / "nbstripout").chmod(0o755)
-    committed = json.loads((ROOT / "book" / "tf32.ipynb").read_text())
-    executed = json.loads(json.dumps(committed))
-    for i, cell in enumerate(c for c in executed["cells"] if c["cell_type"] == "code"):
-        cell["execution_count"] = i + 1
-        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["x\n"]}]
-        cell["metadata"]["execution"] = {"iopub.status.idle": "2026-01-01T00:00:00Z"}
-    notebook = tmp_path / "tf32.ipynb"
-    notebook.write_text(json.dumps(executed, indent=1))
-    result = _make("strip", fake_venv, fake_bin, NOTEBOOKS=str(notebook))
-    assert result.returncode == 0, result.stdout + result.stderr
-    stripped = json.loads(notebook.read_text())
-    assert stripped == committed  # the committed notebook is exactly a stripped one
+def test_lint_checks_the_code_cells_of_the_pages_too():
+    # The pages are MyST Markdown, which ruff does not read (it read the .ipynb pages).
+    recipe = (ROOT / "Makefile").read_text().split("\nlint:")[1].split("\n\n")[0]
+    assert "ruff check ." in recipe and "ruff format --check ." in recipe
+    assert "$(PY) tools/lint_pages.py" in recipe
 
 
 @needs_make
@@ -297,10 +277,16 @@ FAKE_BUILD = """\
 import json, re, sys
 from pathlib import Path
 
-# Stands in for jupyter-book: an "executed" copy of each chapter, every glued value 1.
+import nbformat
+
+sys.path.insert(0, "tools")
+from book_pages import page_paths, read_page
+
+# Stands in for jupyter-book: an "executed" copy of each chapter (the MyST page as MyST-NB
+# reads it), every glued value 1.
 build = Path(sys.argv[1])
-for source in sorted(Path("book").glob("*.ipynb")):
-    nb = json.loads(source.read_text())
+for source in page_paths(Path("book")):
+    nb = json.loads(nbformat.writes(read_page(source)))
     text = "".join("".join(c["source"]) for c in nb["cells"]) + json.dumps(nb)
     for c in nb["cells"]:
         if c["cell_type"] == "code":
@@ -309,7 +295,7 @@ for source in sorted(Path("book").glob("*.ipynb")):
     glue = {k: {"data": {"text/plain": "1", "text/markdown": "1"}} for k in keys}
     out = build / "jupyter_execute" / "book"
     out.mkdir(parents=True, exist_ok=True)
-    (out / source.name).write_text(json.dumps(nb))
+    (out / f"{source.stem}.ipynb").write_text(json.dumps(nb))
     (out / f"{source.stem}.glue.json").write_text(json.dumps(glue))
 """
 
@@ -330,7 +316,7 @@ def test_make_book_writes_a_readers_notebook_per_chapter_from_the_build(
     # make book executes the pages with the tool make test uses (issue 32: one path)
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert any(c[0] == "execute_pages" for c in calls)
-    chapters = sorted(p.stem for p in (ROOT / "book").glob("*.ipynb"))
+    chapters = sorted(p.stem for p in page_paths(ROOT / "book"))
     written = sorted(p.stem for p in (build / "notebooks" / "book").glob("*.ipynb"))
     assert written == chapters and len(chapters) >= 3
     for name in chapters:

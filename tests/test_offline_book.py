@@ -6,7 +6,6 @@ the network and, where Chromium is installed, that the math is typeset in a brow
 that cannot reach any host but the local server.
 """
 
-import json
 import shutil
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, chromium_or_skip
+from .conftest import ROOT, chromium_or_skip, write_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
@@ -77,7 +76,7 @@ def site(tmp_path_factory):
     shutil.copy(ROOT / "book" / "references.bib", root / "book" / "references.bib")
     (root / "book" / "intro.md").write_text("# Intro\n\nA page.\n")
     (root / "book" / "math.md").write_text(MATH_PAGE)
-    (root / "book" / "figure.ipynb").write_text(json.dumps(FIGURE_NOTEBOOK))
+    write_page(root / "book" / "figure.md", FIGURE_NOTEBOOK)  # a MyST notebook, as the book's
     (root / "_toc.yml").write_text(
         "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/math\n  - file: book/figure\n"
     )
@@ -107,6 +106,23 @@ def test_book_stylesheet_is_served_and_linked(site):
 def test_no_page_loads_from_the_network(site):
     problems, _ = check_site.check_links_and_assets(site)
     assert problems == []
+
+
+def test_a_text_pages_colab_and_download_buttons_give_its_notebook(site):
+    # The theme builds a page's launch links from its source, book/figure.md; Colab opens
+    # the reader's notebook on the notebooks branch, figure.ipynb (book/_ext/eigprec_sphinx.py),
+    # and the Download menu offers the notebook and the PDF, not the MyST text.
+    html = (site / "book" / "figure.html").read_text()
+    links = [v for _, _, v in check_site.parse(site / "book" / "figure.html").links]
+    colab = [v for v in links if v.startswith(check_site.COLAB)]
+    assert colab == [f"{check_site.COLAB}/eigprec/eigen-precision/blob/notebooks/book/figure.ipynb"]
+    assert "../_sources/book/figure.ipynb" in links
+    assert (site / "_sources" / "book" / "figure.ipynb").is_file()
+    assert not [v for v in links if v.endswith("figure.md")], links
+    assert "download-notebook-button" in html and "download-source-button" not in html
+    # A plain Markdown page keeps its source download and has no launch button.
+    math = (site / "book" / "math.html").read_text()
+    assert "download-source-button" in math and check_site.COLAB not in math
 
 
 def test_math_renders_offline_in_a_browser_and_search_works(site):

@@ -6,15 +6,19 @@ figure has alt text, one numbered caption and a {numref} to it; two to four exer
 chapter with solutions; glossary terms and at least three links into the API page.
 """
 
-import json
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "book").glob("*.ipynb"))
+from .conftest import ROOT, read_page
+
+sys.path.insert(0, str(ROOT / "tools"))
+from book_pages import page_paths
+
+PAGES = page_paths(ROOT / "book")
 MAX_PROSE_WORDS = 3500
 
 ROLE = re.compile(r"\{[\w:.-]+\}`[^`]*`")
@@ -54,7 +58,7 @@ def _chapter(path: Path) -> str:
 
 @pytest.fixture(scope="module", params=PAGES, ids=lambda p: p.name)
 def page(request):
-    return request.param, json.loads(request.param.read_text())
+    return request.param, read_page(request.param)
 
 
 def test_prose_counter_counts_words_not_syntax():
@@ -158,7 +162,7 @@ def _exercises_and_solutions(md: str) -> tuple[set[str], set[str]]:
 def test_two_to_four_exercises_per_chapter_each_with_a_solution():
     exercises, solutions = defaultdict(set), defaultdict(set)
     for path in PAGES:
-        ex, sol = _exercises_and_solutions(_markdown(json.loads(path.read_text())))
+        ex, sol = _exercises_and_solutions(_markdown(read_page(path)))
         exercises[_chapter(path)] |= ex
         solutions[_chapter(path)] |= sol
     for ch in sorted({_chapter(p) for p in PAGES}):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, notebook
+from .conftest import ROOT, notebook, read_page, write_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import reader_notebooks as rn
@@ -68,7 +68,7 @@ def _book(tmp_path: Path, cells: list[str], tags: dict[int, list[str]], prose: l
     nb["cells"][-1]["metadata"]["mystnb"] = {
         "figure": {"caption": "A {glue:text}`n` plot.", "name": "fig-x"}
     }
-    (tmp_path / "book" / "page.ipynb").write_text(json.dumps(nb))
+    write_page(tmp_path / "book" / "page.md", nb)  # the page as the book writes them
     for c in code:
         c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "out\n"}]
     code[0]["outputs"] = [_glue("n", "3"), _glue("pi", "3.14159"), _glue("word", "'cat'")]
@@ -325,12 +325,14 @@ def test_a_page_found_in_the_execution_cache_keeps_its_outputs(tmp_path):
     book = _book(tmp_path, ["from eigprec_book.helpers import glue", "x = 1"], {}, PROSE)
     executed = book / "_build" / "jupyter_execute" / "book" / "page.ipynb"
     with_outputs = json.loads(executed.read_text())
-    # What MyST-NB writes for a cached page: the source, outputs empty.
-    executed.write_text((book / "book" / "page.ipynb").read_text())
+    # What MyST-NB writes for a cached page: the page as read, outputs empty.
+    executed.write_text(nbformat.writes(read_page(book / "book" / "page.md")))
     with pytest.raises(GenerationError, match="no output in any code cell"):
         rn.generate(executed.parents[1], book / "_build" / "notebooks", book, "v1")
     cache = get_cache(str(book / "_build" / ".jupyter_cache"))
-    record = cache.add_nb_to_project(str(book / "book" / "page.ipynb"))
+    record = cache.add_nb_to_project(
+        str(book / "book" / "page.md"), read_data={"type": "plugin", "name": "myst_nb_md"}
+    )
     from jupyter_cache.base import CacheBundleIn
 
     cache.cache_notebook_bundle(

@@ -32,7 +32,7 @@ def test_longest_first_by_last_times_then_size(tmp_path):
     big.write_text("x" * 100)
     timed.write_text("x")
     times = tmp_path / "execution-seconds.json"
-    times.write_text(json.dumps({"timed.ipynb": 12.0}))
+    times.write_text(json.dumps({"timed": 12.0}))  # by page name: tf32.md and tf32.ipynb
     assert longest_first([small, big, timed], load_times(times)) == [timed, big, small]
 
 
@@ -53,10 +53,10 @@ def test_a_fresh_clone_starts_the_longest_pages_first(tmp_path):
 
     pages = execute_pages.toc_notebooks(ROOT / "_toc.yml")
     typical = load_times(TYPICAL_TIMES)
-    assert set(typical) == {p.name for p in pages}, "tools/page-seconds.json: one entry a page"
+    assert set(typical) == {p.stem for p in pages}, "tools/page-seconds.json: one entry a page"
     order = page_order(pages, load_times(tmp_path / "absent.json"))
-    assert [p.name for p in order] == sorted(typical, key=typical.get, reverse=True)
+    assert [p.stem for p in order] == sorted(typical, key=typical.get, reverse=True)
     # The last run's times, where there are some, come first.
     last = tmp_path / "execution-seconds.json"
-    last.write_text(json.dumps({"tf32.ipynb": 1e6}))
-    assert page_order(pages, load_times(last))[0].name == "tf32.ipynb"
+    last.write_text(json.dumps({"tf32": 1e6}))
+    assert page_order(pages, load_times(last))[0].name == "tf32.md"

@@ -380,7 +380,7 @@ def test_execution_cache_key_covers_what_changes_a_page(book):
     cache = next(s for s in book["jobs"]["build"]["steps"] if "actions/cache" in s.get("uses", ""))
     key = cache["with"]["key"]
     assert cache["with"]["path"] == "_build/.jupyter_cache"
-    for part in ("'requirements.txt'", "'src/**'", "'book/**/*.ipynb'", "'book/data/**'"):
+    for part in ("'requirements.txt'", "'src/**'", "'book/**/*.md'", "'book/data/**'"):
         assert part in key, part
     assert "steps.gpu.outputs.device" in key  # a CPU run never serves a GPU page
     assert "restore-keys" not in cache["with"]  # exact match only: nothing stale

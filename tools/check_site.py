@@ -9,10 +9,13 @@
 - **Tables**: no page may show a Markdown table as raw text — a line such as
   ``|---|---:|`` outside ``<pre>``/``<code>`` means the table did not parse (for example an
   unescaped ``|`` in a header cell split the header into more cells than the rule has).
-- **Colab** (with ``--config``): every chapter page built from a notebook has a launch
-  link to ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/<path>``
-  for the repository URL and branch in ``_config.yml``, and ``<path>`` is that
-  chapter's committed ``.ipynb``.
+- **Colab and Download** (with ``--config``): every chapter page built from a notebook
+  (``<page>.md``, a MyST Markdown notebook) has a launch link to
+  ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/<path>`` for the
+  repository URL and branch in ``_config.yml``, where ``<path>`` is the chapter's
+  reader's notebook, ``<page>.ipynb`` (the ``notebooks`` branch holds those), and no
+  launch link to the MyST source; its Download menu offers ``_sources/<page>.ipynb`` (the
+  reader's notebook, written there by ``make notebooks``) and not the MyST source.
 
 Usage: ``python tools/check_site.py _build/html --config _config.yml``
 """
@@ -27,6 +30,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from book_pages import PAGE_SUFFIX, is_page
 from book_toc import toc_files
 
 COLAB = "https://colab.research.google.com/github"
@@ -177,7 +181,8 @@ def colab_url(repository_url: str, branch: str, notebook: str) -> str:
 
 
 def check_colab(site: Path, config_path: Path) -> tuple[list[str], list[str]]:
-    """Each notebook chapter's page links to Colab for exactly its committed notebook."""
+    """Each notebook chapter's page links to Colab for exactly its reader's notebook, and
+    its Download menu offers that notebook, not the MyST source."""
     import yaml
 
     root = config_path.resolve().parent
@@ -189,19 +194,27 @@ def check_colab(site: Path, config_path: Path) -> tuple[list[str], list[str]]:
     files = toc_files(yaml.safe_load((root / "_toc.yml").read_text()))
     problems, checked = [], []
     for file in files:
-        notebook = root / f"{file}.ipynb"
-        if not notebook.is_file():
+        source = root / f"{file}{PAGE_SUFFIX}"
+        if not is_page(source):
             continue
         page = site / f"{file}.html"
         expected = colab_url(repo["url"], branch, f"{book_path}/{file}.ipynb".lstrip("/"))
         if not page.is_file():
-            problems.append(f"{file}.html: missing (chapter {notebook.name})")
+            problems.append(f"{file}.html: missing (chapter {source.name})")
             continue
-        links = [v for _, _, v in parse(page).links if v.startswith(COLAB)]
+        hrefs = [v for _, _, v in parse(page).links]
+        links = [v for v in hrefs if v.startswith(COLAB)]
         if expected not in links:
             problems.append(f"{file}.html: no Colab link to {expected} (found {links or 'none'})")
         else:
             checked.append(expected)
+        name = Path(file).name
+        to_source = [v for v in hrefs if urlsplit(v).path.endswith(f"/{name}{PAGE_SUFFIX}")]
+        if to_source:
+            problems.append(f"{file}.html: links to its MyST source {to_source}")
+        download = f"_sources/{file}.ipynb"
+        if not any(urlsplit(v).path.endswith(download) for v in hrefs):
+            problems.append(f"{file}.html: no Download link to {download}")
     return problems, checked
 
 

@@ -6,9 +6,10 @@ notebook by its code cells) instead of executing them one after another. On a 2-
 machine two kernels of one thread each take about half the time of one kernel after
 another: the chapters' matrices are small and gain little from a second thread.
 
-Each page runs exactly as MyST-NB runs it in the build (jupyter-cache's
-``single_nb_execution``, in the page's own folder, the configured per-cell timeout,
-errors not allowed) and is stored the way MyST-NB stores it. A page that fails is
+Each page (a MyST Markdown notebook, read as MyST-NB reads it: tools/book_pages.py) runs
+exactly as MyST-NB runs it in the build (jupyter-cache's ``single_nb_execution``, in the
+page's own folder, the configured per-cell timeout, errors not allowed) and is stored the
+way MyST-NB stores it, with MyST-NB's reader named in its project record. A page that fails is
 reported with its traceback and the exit status is 1; its cache entry is not written,
 so a later `make book` would execute it again and show the same error. A page whose
 code cells match a cached execution is not run again (`make book` uses this too; the
@@ -30,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import guard_margins
-from book_toc import read_toc_files
+from book_pages import read_page, toc_pages
 from schedule import load_times, page_order, plan
 
 #: Threads of torch (OpenMP) per kernel unless OMP_NUM_THREADS says otherwise. Fixed, not
@@ -40,19 +41,19 @@ from schedule import load_times, page_order, plan
 KERNEL_THREADS = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
+#: How MyST-NB names its reader of text notebooks to jupyter-cache (``jcache.readers``
+#: entry point), so that a project record written here reads the page as MyST-NB's does.
+MYST_READER = {"type": "plugin", "name": "myst_nb_md"}
 
 
 def toc_notebooks(toc_path: Path) -> list[Path]:
-    """Every ``.ipynb`` page the table of contents lists, sections included, in order."""
-    root = toc_path.parent
-    files = read_toc_files(toc_path)
-    return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
+    """Every notebook page the table of contents lists, sections included, in order."""
+    return toc_pages(toc_path)
 
 
 def _execute(
     path: str, timeout: int, guard_log: str | None = None
 ) -> tuple[str, object, float, str | None]:
-    import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
 
     if guard_log is not None:
@@ -61,7 +62,7 @@ def _execute(
         os.environ["EIGPREC_GUARD_LOG"] = guard_log
     from jupyter_client.manager import KernelManager
 
-    nb = nbformat.read(path, as_version=4)
+    nb = read_page(Path(path))
     # IPC sockets in a folder of this kernel's own: kernels started at once over TCP can be
     # handed the same free port, and one then dies at start-up ("Address already in use").
     with tempfile.TemporaryDirectory(prefix="eigprec-kernel-") as sockets:
@@ -85,10 +86,8 @@ def _execute(
 
 def _is_cached(cache, page: Path) -> bool:
     """Whether the cache holds this page executed with its current code cells."""
-    import nbformat
-
     try:
-        cache.match_cache_notebook(nbformat.read(str(page), as_version=4))
+        cache.match_cache_notebook(read_page(page))
     except KeyError:
         return False
     return True
@@ -166,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(str(name))
                 print(f"FAIL {name} ({seconds:.0f} s)\n{error}", file=sys.stderr)
                 continue
-            record = cache.add_nb_to_project(path)
+            record = cache.add_nb_to_project(path, read_data=MYST_READER)
             cache.cache_notebook_bundle(
                 CacheBundleIn(nb, record.uri, data={"execution_seconds": seconds}),
                 check_validity=False,
                 overwrite=True,
             )
-            known[Path(path).name] = round(seconds, 1)
+            known[Path(path).stem] = round(seconds, 1)
             print(f"ok   {name}: {seconds:.0f} s")
     total = time.monotonic() - started
     times_file.parent.mkdir(parents=True, exist_ok=True)

@@ -50,13 +50,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from book_pages import page_paths, read_page
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "eigprec.gpu-record/2"
 NO_GPU_EXIT = 3
 #: What a full run does, in this order: recorders first, the slowest parts last.
 STEPS = ("tf32", "eig", "ops", "degeneracy", "tests", "notebooks")
-#: The chapters ``notebooks:<chapter>`` may name (``book/<chapter>.ipynb``).
-CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "book").glob("*.ipynb")))
+#: The chapters ``notebooks:<chapter>`` may name (``book/<chapter>.md``, MyST notebooks).
+CHAPTERS = tuple(p.stem for p in page_paths(ROOT / "book"))
 #: What the device machine returns from $OUT: at most this many files, two folders down.
 MAX_OUT_FILES = 8
 MAX_OUT_DEPTH = 2
@@ -94,7 +96,8 @@ NOTEBOOK_ENV = {
     "JUPYTER_PLATFORM_DIRS": "1",
     "PYDEVD_DISABLE_FILE_VALIDATION": "1",
 }
-NOTEBOOK_MODULES = ("nbclient", "nbformat", "ipykernel", "jupyter_client")
+# myst_nb: its reader turns a chapter's MyST text into the notebook the book executes.
+NOTEBOOK_MODULES = ("nbclient", "nbformat", "ipykernel", "jupyter_client", "myst_nb")
 
 _VERSIONS_SCRIPT = r"""
 import importlib, importlib.metadata as md, json, platform, site, sys
@@ -130,7 +133,8 @@ except Exception as exc:
     out["eigprec_error"] = repr(exc)
 packages = {}
 for name in ("numpy", "scipy", "matplotlib", "pytest", "hypothesis", "nbclient", "ipykernel",
-             "nbformat", "jupyter_client", "emerging-optimizers", "PyYAML", "tqdm", "Pygments"):
+             "nbformat", "jupyter_client", "myst-nb", "emerging-optimizers", "PyYAML", "tqdm",
+             "Pygments"):
     try:
         packages[name] = md.version(name)
     except md.PackageNotFoundError:
@@ -754,7 +758,7 @@ def notebooks(run: Run, env: dict[str, Any], full: bool, chapters: list[str] | N
         )
         return
     extra_env = notebook_env(env, full)
-    for i, nb in enumerate(ROOT / "book" / f"{c}.ipynb" for c in names):
+    for i, nb in enumerate(ROOT / "book" / f"{c}.md" for c in names):
         name = f"notebook-{nb.stem}"
         # A fair share of what is left, and never less than the usual limit where it fits.
         share = (run.remaining() - 5) / (len(names) - i)
@@ -762,7 +766,7 @@ def notebooks(run: Run, env: dict[str, Any], full: bool, chapters: list[str] | N
         if limit < 2 * MIN_STEP_S:
             run.note(name, "skipped", "time budget spent")
             continue
-        target = run.out / "notebooks" / nb.name
+        target = run.out / "notebooks" / f"{nb.stem}.ipynb"
         cmd = [env["python"], str(Path(__file__).resolve()), "execute-notebook", str(nb)]
         cmd += [str(target), "--timeout", str(cell_timeout())]
         status, rc, log, secs = run.execute(name, cmd, limit=limit, env=extra_env)
@@ -774,14 +778,15 @@ def notebooks(run: Run, env: dict[str, Any], full: bool, chapters: list[str] | N
 
 
 def execute_notebook(source: Path, target: Path, timeout: int) -> int:
-    """Run one notebook in ``book/`` with nbclient; save it, executed, even when a cell fails.
+    """Run one chapter of ``book/`` (read as MyST-NB reads it) with nbclient; save the
+    notebook, executed, even when a cell fails.
 
     Runs inside the venv (``python tools/gpu_record.py execute-notebook SRC DST``).
     """
     import nbclient
     import nbformat
 
-    nb = nbformat.read(source, as_version=4)
+    nb = read_page(source)
     client = nbclient.NotebookClient(
         nb,
         timeout=timeout,

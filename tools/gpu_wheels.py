@@ -2,7 +2,8 @@
 
 The GPU machines of this project have Python 3.12 with torch (CUDA 13), CuPy, numpy, scipy,
 matplotlib, pytest and hypothesis, and no network. What the book's GPU run needs beyond
-that — nbclient, nbformat, ipykernel and jupyter-client to execute the chapters, PyYAML for
+that — nbclient, nbformat, ipykernel and jupyter-client to execute the chapters, MyST-NB's
+reader to read them (their MyST Markdown text), PyYAML for
 the test suite, tqdm and Pygments for the package, emerging-optimizers for the degeneracy
 chapter, transformers for the TF32 chapter's four architectures (with its dependencies 26
 MiB of the bundle's 43; 17 without them, 27 November) — is resolved here, on a machine with
@@ -49,7 +50,19 @@ ROOTS = (
 )
 #: Pure-Python packages whose dependencies are torch or each other: carried at their pins
 #: without resolution (resolving torch's CUDA packages for another machine is slow and brittle).
-NO_DEPS = ("emerging-optimizers", "absl-py")
+#: MyST-NB's reader of the chapters' text (myst_nb.core.read, tools/book_pages.py) needs
+#: myst-parser, markdown-it-py and docutils, not the Sphinx, jupyter-cache and SQLAlchemy
+#: that myst-nb declares for building a book.
+NO_DEPS = (
+    "emerging-optimizers",
+    "absl-py",
+    "myst-nb",
+    "myst-parser",
+    "markdown-it-py",
+    "mdit-py-plugins",
+    "mdurl",
+    "docutils",
+)
 #: What torch brings along (its CUDA wheels not counted), so never carried.
 TORCH_DEPS = (
     "filelock",
@@ -181,7 +194,8 @@ def select(report: dict[str, Any], pins: dict[str, str]) -> dict[str, Any]:
         if name not in pins:
             raise ValueError(f"requirements.txt must pin {name} (carried without resolution)")
         versions[name] = pins[name]
-        carry.append(name)
+        if name not in carry:
+            carry.append(name)
     carry.sort()
     unpinned = [n for n in carry if n not in pins or not _version_matches(versions[n], pins[n])]
     return {

@@ -12,11 +12,12 @@ or directive syntax is a :class:`GenerationError`: the reader must never see raw
 from __future__ import annotations
 
 import base64
-import json
 import re
 from ast import literal_eval
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from book_pages import is_page, read_page
 
 __all__ = ["Context", "GenerationError", "convert_markdown", "load_bibliography"]
 
@@ -125,17 +126,14 @@ class Context:
         titles: dict[str, str] = {}
         api_page = glossary_page = None
         for page in pages:
-            for suffix in (".ipynb", ".md"):
-                path = root / f"{page}{suffix}"
-                if path.is_file():
-                    break
-            else:
+            path = root / f"{page}.md"
+            if not path.is_file():
                 continue
             texts = []
-            if suffix == ".ipynb":
-                for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if is_page(path):  # a notebook page: its Markdown cells and figure names
+                for cell in read_page(path).cells:
                     if cell["cell_type"] == "markdown":
-                        texts.append("".join(cell["source"]))
+                        texts.append(cell["source"])
                     fig = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
                     if fig.get("name"):
                         labels[fig["name"]] = (page, fig.get("caption", "figure"))

@@ -1,8 +1,10 @@
 """Write the reader's notebook of every chapter page from the executed book build.
 
 What "Open in Colab" and "Download" give a reader (issue 25): the page as a notebook,
-not the MyST source it was built from. For each page of ``_toc.yml`` that jupyter-book
-executed (``_build/jupyter_execute/<page>.ipynb``) this writes
+not the MyST source it was built from. For each notebook page of ``_toc.yml``
+(``<page>.md``, a MyST Markdown notebook) that jupyter-book executed
+(``_build/jupyter_execute/<page>.ipynb``, which MyST-NB writes for text pages too) this
+writes
 ``_build/notebooks/<page>.ipynb`` where
 
 - every glued value is filled into the prose (``{glue:text}``, ``{glue:md}``,
@@ -26,8 +28,9 @@ the reader.
 
 Usage: ``python tools/reader_notebooks.py --executed _build/jupyter_execute
 --out _build/notebooks [--html _build/html]`` (``make notebooks``). With ``--html`` the
-built site's download copy (``_sources/<page>.ipynb``) is replaced by the reader's
-notebook, so the page's Download button serves it.
+built site's download copy (``_sources/<page>.ipynb``, where the theme copies the executed
+notebook of a text page) is replaced by the reader's notebook, so the page's Download
+button serves it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from book_pages import PAGE_SUFFIX, is_page, read_page
 from book_toc import toc_files
 from reader_cells import kept_definitions
 from reader_markdown import Context, GenerationError, convert_markdown, load_bibliography
@@ -196,7 +200,7 @@ def reader_notebook(
     figures = 0
     for i, cell in enumerate(cells):
         tags = _tags(cell)
-        cid = cell.get("id") or f"cell-{i}"
+        cid = f"cell-{i}"  # the text pages carry no ids (MyST-NB draws random ones)
         if "remove-cell" in tags:
             if i in kept_by_cell:
                 src = _collapsed(
@@ -278,7 +282,7 @@ def _from_cache(cache_dir: Path | None, page_path: Path) -> dict | None:
     from jupyter_cache import get_cache
 
     cache = get_cache(str(cache_dir))
-    page_nb = nbformat.read(str(page_path), as_version=4)
+    page_nb = read_page(page_path)
     try:
         _, merged = cache.merge_match_into_notebook(page_nb)
     except KeyError:
@@ -324,12 +328,12 @@ def generate(
         shutil.rmtree(out)
     written = []
     for page in pages:
-        if not (root / f"{page}.ipynb").is_file():
+        if not is_page(root / f"{page}{PAGE_SUFFIX}"):
             continue
         source = executed / f"{page}.ipynb"
         if not source.is_file():
             raise GenerationError(f"{page}: no executed notebook {source}; build the book first")
-        nb = _from_cache(cache, root / f"{page}.ipynb") or json.loads(
+        nb = _from_cache(cache, root / f"{page}{PAGE_SUFFIX}") or json.loads(
             source.read_text(encoding="utf-8")
         )
         if not _has_outputs(nb):
@@ -343,7 +347,7 @@ def generate(
         try:
             reader = reader_notebook(nb, page, ctx, built, executed / f"{page}.glue.json")
         except GenerationError as exc:
-            raise GenerationError(f"{page}.ipynb: {exc}") from exc
+            raise GenerationError(f"{page}{PAGE_SUFFIX}: {exc}") from exc
         dest = out / f"{page}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(json.dumps(reader, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -29,13 +29,17 @@ TYPICAL_TIMES = Path(__file__).resolve().with_name("page-seconds.json")
 
 
 def load_times(path: Path) -> dict[str, float]:
-    """The last run's seconds per notebook name, or ``{}`` where there is no readable file.
+    """The last run's seconds per page, or ``{}`` where there is no readable file.
+
+    A page is named by its file name without suffix (``tf32``): the page the build executes
+    (``book/tf32.md``) and the reader's notebook the Colab check runs (``tf32.ipynb``) share
+    one entry.
 
     Args:
-        path: the JSON file (``{"tf32.ipynb": 61.2, ...}``).
+        path: the JSON file (``{"tf32": 61.2, ...}``).
 
     Returns:
-        Notebook file name -> seconds.
+        Page name -> seconds.
     """
     try:
         known = json.loads(Path(path).read_text())
@@ -49,12 +53,12 @@ def longest_first(paths: list[Path], known: dict[str, float]) -> list[Path]:
 
     Args:
         paths: notebook files.
-        known: notebook file name -> seconds (see :func:`load_times`).
+        known: page name (the file name without suffix) -> seconds (see :func:`load_times`).
 
     Returns:
         A new list, the longest first.
     """
-    return sorted(paths, key=lambda p: (known.get(p.name, -1.0), p.stat().st_size), reverse=True)
+    return sorted(paths, key=lambda p: (known.get(p.stem, -1.0), p.stat().st_size), reverse=True)
 
 
 def page_order(paths: list[Path], last_run: dict[str, float]) -> list[Path]:
@@ -63,7 +67,7 @@ def page_order(paths: list[Path], last_run: dict[str, float]) -> list[Path]:
 
     Args:
         paths: notebook files.
-        last_run: the last run's seconds per notebook name (see :func:`load_times`).
+        last_run: the last run's seconds per page name (see :func:`load_times`).
 
     Returns:
         A new list, the longest first.

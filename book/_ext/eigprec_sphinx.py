@@ -1,6 +1,6 @@
 """Project-specific Sphinx fixes: public constants on the API page with their source,
-the package version in the footer, and one script that jupyter-book 1 includes twice
-on every page.
+the package version in the footer, Colab and Download buttons that give a text page's
+reader's notebook, and one script that jupyter-book 1 includes twice on every page.
 
 API page (book/api.md): it documents the names in ``eigprec.__all__`` and
 ``eigprec_book.helpers.__all__`` as ``eigprec.<name>`` and ``eigprec_book.helpers.<name>``.
@@ -19,6 +19,14 @@ Footer: ``html.extra_footer`` in _config.yml may contain ``{version}``, replaced
 ``eigprec.__version__`` (the package the pages ran; Sphinx's ``version`` and ``release``
 are set to it as well), and ``{repository}``, replaced by ``repository.url``, which
 _config.yml defines once.
+
+Colab and Download of a text page: the chapters are MyST Markdown notebooks
+(``book/<page>.md``), and sphinx-book-theme builds a page's launch links from its source
+file, so its Colab button would open ``book/<page>.md`` on the ``notebooks`` branch, where
+only the reader's ``book/<page>.ipynb`` is (tools/reader_notebooks.py); it also offers the
+MyST source for download beside the notebook. On a notebook page the launch links name the
+``.ipynb``, and the Download menu offers the notebook (``_sources/<page>.ipynb``, which
+``make notebooks`` replaces with the reader's) and the PDF, not the MyST text.
 
 Duplicate scripts: sphinx-thebe's inline configuration (``const THEBE_JS_URL = …``)
 is registered twice in a jupyter-book 1 build, and the second copy throws
@@ -156,6 +164,25 @@ def _drop_duplicate_scripts(
     scripts[:] = kept
 
 
+def _reader_notebook_buttons(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    # The theme sets ipynb_source on a MyST Markdown notebook page only, after copying the
+    # executed notebook to _sources/<page>.ipynb for its Download menu.
+    if not context.get("ipynb_source"):
+        return
+    source = context.get("page_source_suffix") or ".md"
+    for group in context.get("header_buttons", []):
+        buttons = group.get("buttons", [])
+        if group.get("label") == "launch-buttons":
+            for button in buttons:
+                url = button.get("url", "")
+                if url.endswith(f"{pagename}{source}"):
+                    button["url"] = url.removesuffix(source) + ".ipynb"
+        elif group.get("label") == "download-buttons":
+            buttons[:] = [b for b in buttons if b.get("label") != "download-source-button"]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.viewcode")  # defines the event connected below
     # Author-year labels in the bibliography, as in the text (book/_ext/eigprec_bibtex.py);
@@ -166,4 +193,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("viewcode-follow-imported", _follow_constant)
     app.connect("viewcode-find-source", _source_with_constants)
     app.connect("html-page-context", _drop_duplicate_scripts)
+    # After sphinx-book-theme's own buttons (priority 501).
+    app.connect("html-page-context", _reader_notebook_buttons, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -39,6 +39,7 @@ from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap.monitor import SOAPMonitor
 from eigprec.subspace import subspace_angle
 from eigprec.tf32 import emulate_tf32
+from eigprec_book.chapters.degeneracy.practice import _NormClip
 from eigprec_book.chapters.degeneracy.training import (
     METHODS,
     REMEDIES,
@@ -269,11 +270,18 @@ def _tf32(arm: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
     return lambda: emulate_tf32(rounding=rounding)
 
 
-def _advance(run: _Trainer, scale: float, tf32: Callable[[], Any]) -> float:
+def _advance(
+    run: _Trainer, scale: float, tf32: Callable[[], Any], clip: _NormClip | None = None
+) -> float:
     # Only the optimizer's step is emulated: the gradient and loss are float64 already, and
     # the monitor's float64 checks would pay the emulator's dispatch for nothing.
-    grad = run.problem.gradient(run.param.detach(), run.step, run.target)
-    run.param.grad = (grad * scale).to(run.param.dtype)
+    grad = run.problem.gradient(run.param.detach(), run.step, run.target) * scale
+    if clip is not None:
+        norm = float(grad.norm())
+        limit = clip.step(norm)
+        if limit is not None and norm > limit:
+            grad = grad * (limit / norm)
+    run.param.grad = grad.to(run.param.dtype)
     with tf32():
         run.opt.step()
     run.step += 1
@@ -293,6 +301,7 @@ def failure_map_experiment(
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     method: str = "REKLS",
     remedy: str = "none",
+    clip: float | None = None,
     spike_step: int = 50,
     window: int = 40,
     turn_steps: int = 5,
@@ -315,6 +324,9 @@ def failure_map_experiment(
         remedy: A key of :data:`~eigprec_book.chapters.degeneracy.training.REMEDIES`, applied to
             every arm but float64, which stays the plain reference: the map of a remedy on
             the cells where the plain optimizer fails.
+        clip: Clip every arm's gradient (the spike's included, float64's too) at this
+            multiple of the running mean of past clipped gradient norms (an EMA with
+            coefficient 0.9), as the chapter's clipping study does; ``None``: no clip.
         spike_step: 0-based step whose gradient is scaled, ≥ 1.
         window: Steps after the spike step over which the peak is taken, ≥ 1.
         turn_steps: Steps from the spike on over which the largest turn is taken, in
@@ -366,6 +378,8 @@ def failure_map_experiment(
         raise ValueError(f"k must be ≤ every layer's smaller size, got {k}")
     eps = check_real("eps", eps, low=0.0, low_open=True)
     batch = check_int("batch", batch, low=1)
+    if clip is not None:
+        clip = check_real("clip", clip, low=0.0, low_open=True)
 
     fmap = FailureMap(
         config={
@@ -375,6 +389,7 @@ def failure_map_experiment(
             "seeds": tuple(seeds),
             "method": method,
             "remedy": remedy,
+            "clip": clip,
             "spike_step": spike_step,
             "window": window,
             "turn_steps": turn_steps,
@@ -404,12 +419,14 @@ def failure_map_experiment(
                 start = problem.loss(run.param.detach(), run.target)
                 monitor = SOAPMonitor(run.opt, spectra="full_rank")
                 before = 0
+                norms = _NormClip(0.9, clip) if clip is not None else None
                 for _ in range(spike_step):
-                    last = _advance(run, 1.0, tf32)
+                    last = _advance(run, 1.0, tf32, norms)
                     before += monitor.check()[0].flagged
                 ref = run.state()["Q_L"].detach().double().clone()
                 for scale in scales:
                     fork = run.fork()
+                    fnorms = norms.fork(clip) if norms is not None else None
                     fmon = SOAPMonitor(fork.opt, spectra="full_rank")
                     # ‖ΔL‖/‖L‖ at the spike step is the change since the last pre-spike check.
                     fmon._previous = {fork.param: monitor._previous[run.param]}
@@ -417,7 +434,7 @@ def failure_map_experiment(
                     side = _smaller_side(shape)
                     # [show:monitor]
                     for j in range(window + 1):
-                        loss = _advance(fork, scale if j == 0 else 1.0, tf32)
+                        loss = _advance(fork, scale if j == 0 else 1.0, tf32, fnorms)
                         if j > 0 and loss > peak:
                             peak, at = loss, j
                         if j < turn_steps:

@@ -137,6 +137,20 @@ def test_the_configuration_matrix_varies_threads_kernels_blas_and_rounding():
     assert any("MKL_ENABLE_INSTRUCTIONS" in e or "MKL_CBWR" in e for e in envs)
     assert any(e.get("EIGPREC_TF32_ROUNDING") == "rne" for e in envs)
     assert any(e.get("OMP_NUM_THREADS") == robustness.CORES for e in envs)
+    # issue 45: two seed-shifted configurations beside the arithmetic ones
+    offsets = {e["EIGPREC_SEED_OFFSET"] for e in envs if "EIGPREC_SEED_OFFSET" in e}
+    assert len(offsets) >= 2 and "0" not in offsets
+
+
+def test_robustness_keeps_each_counts_margin_in_runs_and_lists_the_thin_ones():
+    g = {"page": "p", **_row("6 of 10 > half", 0.6, 0.2), "runs_margin": 1}
+    reports = {"one": {"guards": [g]}, "two": {"guards": [{**g, "runs_margin": 3}]}}
+    [row] = robustness.merge(reports)
+    assert row["worst_runs"] == 1
+    text = robustness.markdown(
+        [row], {k: {**v, "exit_status": 0, "seconds": 1} for k, v in reports.items()}
+    )
+    assert "| 1 | p | 6 of 10 > half |" in text
 
 
 def test_measure_only_records_a_failure_and_goes_on_but_only_with_a_log(tmp_path, monkeypatch):

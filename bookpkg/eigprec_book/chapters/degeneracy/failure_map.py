@@ -116,7 +116,7 @@ class FailureMap:
     Example:
         >>> fm = failure_map_experiment(
         ...     [((8, 4), 0.1)], spike_scales=(1000.0,), arms=("float64", "high rna"),
-        ...     seeds=(0,), spike_step=12, window=3, turn_steps=2, k=2,
+        ...     seeds=(0,), spike_step=20, window=3, turn_steps=2, k=2,
         ... )
         >>> [(r["arm"], r["ratio"], r["reference failed"]) for r in fm.rows][0]
         ('float64', 1.0, False)
@@ -347,7 +347,7 @@ def failure_map_experiment(
     Example:
         >>> fm = failure_map_experiment(
         ...     [((8, 4), 0.1)], spike_scales=(10.0,), arms=("float64", "highest"),
-        ...     seeds=(0, 1), spike_step=12, window=3, turn_steps=2, k=2,
+        ...     seeds=(0, 1), spike_step=20, window=3, turn_steps=2, k=2,
         ... )
         >>> len(fm.rows), fm.summary()[1]["seeds"]
         (4, 2)

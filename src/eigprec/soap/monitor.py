@@ -36,10 +36,12 @@ class FactorSignals:
         negative: How many approximate eigenvalues diag(QᵀFQ) are below 0.
         clamped: How many are below the floor the next KL-Shampoo step clamps them at
             (``eps``, or ``eps × max`` with ``eps_mode="relative"``).
-        approx_min_ratio: Smallest approximate eigenvalue over the largest (NaN when the
-            factor is empty or zero).
-        eig_min_ratio: λ_min(F)/λ_max(F), computed in float64 (NaN when empty or zero, or
-            not computed: the larger factor under ``spectra="full_rank"``).
+        approx_min_ratio: Smallest approximate eigenvalue over the largest in magnitude
+            (NaN when the factor is empty or zero; −1 when none is positive).
+        eig_min_ratio: λ_min(F)/max|λ(F)|, computed in float64: λ_min/λ_max for a factor
+            whose largest eigenvalue is also the largest in magnitude, −1 for a negative
+            semidefinite one (NaN when empty or zero, or not computed: the larger factor
+            under ``spectra="full_rank"``).
         rel_change: ‖F − F_prev‖_F/‖F‖_F since the previous :meth:`SOAPMonitor.check`
             (NaN at the first check of this parameter).
         tol: The relative tolerance the flags used for this factor.
@@ -110,9 +112,10 @@ class SOAPMonitor:
     each factor, or of the smaller one with ``spectra="full_rank"``). A parameter is
     flagged when
 
-    * an approximate eigenvalue diag(QᵀFQ) of either factor is below ``−tol × max``, or
+    * an approximate eigenvalue diag(QᵀFQ) of either factor is below ``−tol × max|·|``, or
     * the factor of the smaller side (R for m > n, L for m < n, both when square), which
-      is full rank in exact arithmetic, has λ_min/λ_max below ``−tol`` (indefinite), or
+      is full rank in exact arithmetic, has λ_min/max|λ| below ``−tol`` (indefinite, or
+      negative semidefinite), or
     * ``rel_change_limit`` is set and ‖ΔL‖/‖L‖ or ‖ΔR‖/‖R‖ since the last check exceeds it,
     * or a factor or basis holds NaN or inf.
 
@@ -258,18 +261,22 @@ def _factor_signals(
         delta = torch.linalg.matrix_norm(f - previous.double()).item()
         # A factor that stayed zero did not change (0/0); one that became zero changed fully.
         change = delta / size if size > 0 else (0.0 if delta == 0 else math.inf)
-    ratio = math.nan
-    if eig is not None:
-        largest = eig[-1].item()
-        ratio = eig[0].item() / largest if largest > 0 else math.nan
     return FactorSignals(
         negative=int((approx < 0).sum()),
         clamped=int((approx < floor).sum()),
-        approx_min_ratio=approx.min().item() / top if top > 0 else math.nan,
-        eig_min_ratio=ratio,
+        approx_min_ratio=_min_over_scale(approx),
+        eig_min_ratio=math.nan if eig is None else _min_over_scale(eig),
         rel_change=change,
         tol=tol,
     )
+
+
+def _min_over_scale(values: torch.Tensor) -> float:
+    # Over the largest magnitude, not the largest value: a factor whose values are all ≤ 0
+    # (negated, or a negative 1×1 factor) has no positive maximum, and dividing by it gave
+    # NaN, which no "< −tol" test flags (issue 47, item 1). For a PSD factor it is λ_max.
+    scale = values.abs().max().item()
+    return values.min().item() / scale if scale > 0 else math.nan
 
 
 def _reasons(
@@ -281,12 +288,13 @@ def _reasons(
     if sig.approx_min_ratio < -sig.tol:
         reasons.append(
             f"{key}: an approximate eigenvalue diag(QᵀFQ) is negative beyond rounding "
-            f"(min/max {sig.approx_min_ratio:.3g} < −{sig.tol:.3g}; {sig.negative} negative, "
+            f"(min/max|·| {sig.approx_min_ratio:.3g} < −{sig.tol:.3g}; {sig.negative} negative, "
             f"{sig.clamped} clamped)"
         )
     if full_rank_side and sig.eig_min_ratio < -sig.tol:
         reasons.append(
-            f"{key} is indefinite (λ_min/λ_max {sig.eig_min_ratio:.3g} < −{sig.tol:.3g})"
+            f"{key} is not positive semidefinite "
+            f"(λ_min/max|λ| {sig.eig_min_ratio:.3g} < −{sig.tol:.3g})"
         )
     if rel_change_limit is not None and sig.rel_change > rel_change_limit:
         reasons.append(

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "SOAP_HYPERPARAMETERS",
     "check_flag",
     "check_int",
     "check_real",
@@ -78,8 +79,21 @@ def check_int(name: str, value: object, *, low: int | None = None) -> int:
     return k
 
 
+#: The hyperparameters every SOAP param group holds.
+SOAP_HYPERPARAMETERS = ("lr", "betas", "shampoo_beta", "eps", "weight_decay")
+
+
 def check_soap_hyperparameters(group: dict[str, Any], where: str) -> dict[str, Any]:
-    """The per-group hyperparameters of ``group``, checked and as Python floats."""
+    """The per-group hyperparameters of ``group``, checked and as Python floats.
+
+    Raises:
+        ValueError: if one is missing (a group edited by hand, or a checkpoint's) or out of
+            range.
+        TypeError: if one is not a real number (``betas``: not a pair).
+    """
+    missing = [key for key in SOAP_HYPERPARAMETERS if key not in group]
+    if missing:
+        raise ValueError(f"{where} has no {', '.join(map(repr, missing))}")
     betas = group["betas"]
     if not isinstance(betas, tuple | list):
         raise TypeError(f"{where}: betas must be a pair (beta1, beta2), got {betas!r}")

@@ -458,6 +458,15 @@ def matmul_precision(mode: str) -> Iterator[None]:
     ``matmul_precision(...)`` is called; a block exited in another thread or task than
     the one that entered it is released and ``RuntimeError`` is raised.
 
+    As a decorator (``@matmul_precision("high")``) it runs every call of the function in a
+    block. A generator function or an ``async def`` function is stepped: the block is
+    entered each time the body runs and left each time the body yields or suspends at an
+    ``await``, so the body always runs at ``mode`` and the caller, or another task, between
+    its steps at its own precision (decorated coroutines at different modes can therefore
+    run concurrently in one event loop). A body that keeps a block of its own open across a
+    yield or await is closed and ``RuntimeError`` raised; an async generator function is
+    refused with ``TypeError`` (use a ``with`` block between its yields).
+
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
             ``'medium'`` (additionally bf16 allowed, e.g. by oneDNN on the CPU).
@@ -467,6 +476,7 @@ def matmul_precision(mode: str) -> Iterator[None]:
 
     Raises:
         ValueError: if ``mode`` is not one of the three allowed names.
+        TypeError: if the object decorates an async generator function.
         RuntimeError: if waiting for the other threads' blocks could never end, another
             asyncio task of this thread holds another mode, or blocks are exited out of
             order or where they were not entered (see above).

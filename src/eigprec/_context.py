@@ -195,7 +195,9 @@ def _stepped(block: _Reusable, inner: Any) -> Generator[Any, Any, Any]:
             send = inner.send
 
 
-# The same stepping as an awaitable: a generator-based coroutine that `await` accepts.
+# The same stepping as an awaitable: types.coroutine flags the generator function (itself,
+# not a copy) as a generator-based coroutine, which `await` accepts and `yield from` in a
+# plain generator still does.
 _stepped_coroutine = types.coroutine(_stepped)
 
 

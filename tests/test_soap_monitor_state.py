@@ -204,21 +204,8 @@ def test_torch_optimizers_and_other_objects_are_refused():
             SOAPMonitor(other)
 
 
-@pytest.fixture
-def emerging_soap(monkeypatch):
-    lib = pytest.importorskip(
-        "emerging_optimizers.soap.soap",
-        reason="needs emerging-optimizers==0.3.0 (pip install --ignore-requires-python)",
-    )
-
-    def _no_clip(u, max_rms, eps=1e-7):  # skips torch.compile; clipping is off here
-        assert max_rms == 0
-
-    monkeypatch.setattr(lib, "_clip_update_rms_in_place", _no_clip)
-    return lib.SOAP
-
-
-def test_emerging_optimizers_soap_is_monitored_as_ours(emerging_soap):
+def test_emerging_optimizers_soap_is_monitored_as_ours(emerging_soap_lib):
+    emerging_soap = emerging_soap_lib.SOAP
     kw = dict(
         lr=0.1,
         weight_decay=0.0,

@@ -160,4 +160,4 @@ def test_other_threads_see_the_pin_during_an_emulated_product_as_documented(monk
     assert seen == [("ieee", "medium")]
     assert after == "bf16"
     doc = " ".join(emulate_tf32.__doc__.split())
-    assert "no thread-local form, so meanwhile other threads that read the attribute see" in doc
+    assert "no thread-local form, so meanwhile other threads that read the attribute" in doc

@@ -478,16 +478,16 @@ def emulate_tf32(
     emulation off midway (torch's setters called directly can).
 
     One process-wide setting is changed while an emulated product runs on the CPU. Where
-    oneDNN may run float32 products in reduced precision (its float32 setting,
-    ``torch.backends.mkldnn.matmul.fp32_precision`` or ``torch.backends.mkldnn.conv
-    .fp32_precision``, is ``'tf32'`` or ``'bf16'``; ``torch.set_float32_matmul_precision``
-    sets the matmul one to ``'tf32'`` at ``'high'`` and ``'bf16'`` at ``'medium'``), each
-    emulated product holds that setting at ``'ieee'`` while it runs, for the float32
-    accumulation it promises, and the last of concurrent products puts it back exactly.
-    Torch keeps this setting for the whole process, with no thread-local form, so
-    meanwhile other threads that read the attribute see ``'ieee'`` and their own float32
-    oneDNN products run in IEEE float32: more precise than their setting allows, never
-    less. eigprec's readers see the value that was set throughout
+    oneDNN may run float32 products in reduced precision (its float32 setting for the
+    product, ``torch.backends.mkldnn.matmul.fp32_precision`` or
+    ``torch.backends.mkldnn.conv.fp32_precision``, is ``'tf32'`` or ``'bf16'``;
+    ``torch.set_float32_matmul_precision`` sets the matmul one to ``'tf32'`` at ``'high'``
+    and ``'bf16'`` at ``'medium'``), each emulated product holds that setting at ``'ieee'``
+    while it runs, for the float32 accumulation it promises, and the last of concurrent
+    products puts it back exactly. Torch keeps this setting for the whole process, with no
+    thread-local form, so meanwhile other threads that read the attribute see ``'ieee'``
+    and their own float32 oneDNN products run in IEEE float32: more precise than their
+    setting allows, never less. eigprec's readers see the value that was set throughout
     (:func:`eigprec.current_matmul_precision`, and what :func:`eigprec.matmul_precision`
     saves and restores). Where the setting is already ``'ieee'`` (the default, and
     ``'highest'``) nothing is changed.

@@ -436,6 +436,9 @@ def matmul_precision(mode: str) -> Iterator[None]:
     closed out of order, a block exited in another thread) are on the API page:
     :ref:`api-precision-decided`.
 
+    As a decorator it runs every call in a block; a generator or ``async def`` body runs in
+    the block between its yields or awaits, not the caller (:ref:`api-precision-decided`).
+
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
             ``'medium'`` (additionally bf16 allowed, e.g. by oneDNN on the CPU).
@@ -446,6 +449,7 @@ def matmul_precision(mode: str) -> Iterator[None]:
     Raises:
         ValueError: if ``mode`` is not one of the three allowed names (raised at the call,
             before ``with``).
+        TypeError: if the object decorates an async generator function.
         RuntimeError: if waiting for the other threads' blocks could never end, another
             asyncio task of this thread holds another mode, or blocks are exited out of
             order or where they were not entered.

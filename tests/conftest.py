@@ -190,6 +190,28 @@ def read_page(path: Path):
     return book_pages.read_page(path)
 
 
+@pytest.fixture
+def emerging_soap_lib(monkeypatch):
+    """``emerging_optimizers.soap.soap`` 0.3.0 with its RMS clipping run eagerly; skips where
+    it is not installed.
+
+    0.3.0 wraps its RMS clipping in ``torch.compile``, which compiles (~15 s on a CPU) even
+    when clipping is off; an eager stand-in with the same contract keeps the tests fast
+    (and checks that clipping is indeed off).
+    """
+    lib = pytest.importorskip(
+        "emerging_optimizers.soap.soap",
+        reason="cross-check needs emerging-optimizers==0.3.0 "
+        "(pip install --ignore-requires-python emerging-optimizers==0.3.0)",
+    )
+
+    def _no_clip(u, max_rms, eps=1e-7):
+        assert max_rms == 0
+
+    monkeypatch.setattr(lib, "_clip_update_rms_in_place", _no_clip)
+    return lib
+
+
 @pytest.fixture(scope="session")
 def book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -167,6 +167,20 @@ def test_colab_t4_has_no_tf32_and_is_emulated(monkeypatch):
     assert "this GPU has no TF32" in info._repr_html_()
 
 
+def test_a_cuda_build_without_a_gpu_still_describes_itself(monkeypatch):
+    # PyPI's Linux torch is a CUDA build; on a machine without a GPU its cuDNN query raises
+    # (torch 2.13: "min() iterable argument is empty" in torch/backends/cudnn). The box
+    # must still be drawn, with cuDNN's version unknown.
+    _fake_cuda(monkeypatch, "Tesla T4", (7, 5))
+
+    def no_cudnn():
+        raise ValueError("min() iterable argument is empty")
+
+    monkeypatch.setattr(torch.backends.cudnn, "version", no_cudnn)
+    info = describe_runtime()
+    assert info.device == "cuda" and info.cudnn_version is None
+
+
 def test_ampere_has_tf32(monkeypatch):
     _fake_cuda(monkeypatch, "NVIDIA A100-SXM4-80GB", (8, 0))
     info = describe_runtime()

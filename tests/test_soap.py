@@ -247,19 +247,8 @@ def _spike_states(make_opt, steps=60):
 
 
 @pytest.mark.parametrize("use_eigh", [False, True], ids=["SOAP", "REKLS"])
-def test_matches_emerging_optimizers_on_the_spike_experiment(use_eigh, monkeypatch):
-    lib = pytest.importorskip(
-        "emerging_optimizers.soap.soap",
-        reason="cross-check needs emerging-optimizers==0.3.0 "
-        "(pip install --ignore-requires-python emerging-optimizers==0.3.0)",
-    )
-
-    # 0.3.0 wraps its RMS clipping in torch.compile, which compiles (~15 s on a CPU) even
-    # though clipping is off here; an eager stand-in with the same contract keeps this fast.
-    def _no_clip(u, max_rms, eps=1e-7):
-        assert max_rms == 0
-
-    monkeypatch.setattr(lib, "_clip_update_rms_in_place", _no_clip)
+def test_matches_emerging_optimizers_on_the_spike_experiment(use_eigh, emerging_soap_lib):
+    lib = emerging_soap_lib
     kw = dict(
         lr=1.0,
         betas=(0.9, 0.95),

@@ -118,3 +118,63 @@ def test_a_group_size_mismatch_is_still_torchs_error():
     a, b = torch.nn.Parameter(torch.zeros(4, 3)), torch.nn.Parameter(torch.zeros(4, 3))
     with pytest.raises(ValueError, match="doesn't match the size"):
         SOAP([a, b], lr=0.1).load_state_dict(opt.state_dict())
+
+
+# --- issue 47, item 8: the saved groups' hyperparameters ----------------------------------
+# Before: lr=nan, betas=(0.9, 1.5) or eps=-1 in a saved group loaded, and a group without
+# shampoo_beta loaded too; the next step raised (a ValueError, or KeyError: 'shampoo_beta')
+# with the valid groups' hyperparameters already overwritten by the checkpoint's. Decided:
+# the saved groups are checked as the constructor checks its arguments, before anything is
+# loaded; the refusal names the group and the hyperparameter.
+
+
+def _two_groups():
+    a, b = torch.nn.Parameter(torch.zeros(3, 2)), torch.nn.Parameter(torch.zeros(4, 2))
+    opt = SOAP([{"params": [a], "lr": 0.5}, {"params": [b]}], lr=0.1)
+    a.grad, b.grad = torch.ones(3, 2), torch.ones(4, 2)
+    opt.step()
+    return opt
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("lr", math.nan, "param group 1: lr"),
+        ("betas", (0.9, 1.5), r"param group 1: betas\[1\]"),
+        ("eps", -1.0, "param group 1: eps"),
+        ("weight_decay", "0.1", "param group 1: weight_decay"),
+        ("shampoo_beta", None, "param group 1 .*'shampoo_beta'"),
+    ],
+)
+def test_bad_or_missing_saved_hyperparameters_are_refused_before_loading(key, value, match):
+    opt = _two_groups()
+    sd = opt.state_dict()
+    sd["param_groups"][0]["lr"] = 0.25  # a valid change in the first group
+    if value is None:
+        del sd["param_groups"][1][key]
+    else:
+        sd["param_groups"][1][key] = value
+    target = _two_groups()
+    groups_before = [{k: v for k, v in g.items() if k != "params"} for g in target.param_groups]
+    state_before = {p: dict(s) for p, s in target.state.items()}
+    with pytest.raises((ValueError, TypeError), match=f"state_dict: {match}"):
+        target.load_state_dict(sd)
+    after = [{k: v for k, v in g.items() if k != "params"} for g in target.param_groups]
+    assert after == groups_before  # the first group kept lr 0.5
+    assert all(
+        target.state[p] is not None and target.state[p].keys() == s.keys()
+        for p, s in state_before.items()
+    )
+    for p, s in state_before.items():
+        assert all(target.state[p][k] is v for k, v in s.items())  # the same objects
+    target.step()  # still steps
+
+
+def test_valid_saved_hyperparameters_still_load_as_python_numbers():
+    opt = _two_groups()
+    sd = opt.state_dict()
+    sd["param_groups"][1]["lr"] = 0.3
+    target = _two_groups()
+    target.load_state_dict(sd)
+    assert target.param_groups[1]["lr"] == 0.3 and target.param_groups[0]["lr"] == 0.5
+    target.step()

@@ -60,7 +60,7 @@ def test_flags_the_tf32_spike_run_at_the_spike_and_not_before(cls):
     flagged, signals = _spike_run(cls, "high", torch.float32)
     assert flagged, "the TF32 run was never flagged"
     assert min(flagged) == SPIKE  # not before: pre-spike rounding stays below the threshold
-    assert any("R is indefinite" in r for r in signals[SPIKE].reasons)
+    assert any("R is not positive semidefinite" in r for r in signals[SPIKE].reasons)
     assert signals[SPIKE].R.eig_min_ratio < -signals[SPIKE].R.tol
 
 
@@ -111,7 +111,7 @@ def test_a_hand_made_indefinite_or_broken_factor_is_flagged():
     (bad,) = monitor.check()
     assert bad.R.negative == 1 and bad.R.eig_min_ratio == pytest.approx(-0.1)
     assert any(r.startswith("R: an approximate eigenvalue") for r in bad.reasons)
-    assert any(r.startswith("R is indefinite") for r in bad.reasons)
+    assert any(r.startswith("R is not positive semidefinite") for r in bad.reasons)
     opt.state[w]["L"][0, 0] = math.nan
     (broken,) = monitor.check()
     assert not broken.L.finite and "L or its basis has NaN or inf entries" in broken.reasons
@@ -233,3 +233,37 @@ def test_a_factor_that_stays_zero_has_not_changed():
         (sig,) = monitor.check()
     assert sig.L.rel_change == 0.0 and sig.R.rel_change == 0.0
     assert not sig.flagged, sig.reasons
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (1, 4), (4, 1)], ids=["tall", "one-row", "one-column"])
+def test_a_negative_semidefinite_factor_is_flagged(shape):
+    # Issue 47, item 1: with every eigenvalue ≤ 0 the largest one is ≤ 0, so min/max was NaN
+    # and "NaN < −tol" never flagged; a negated R (or the 1×1 factor of a 1×n parameter)
+    # passed as healthy. The ratios are now taken over the largest magnitude.
+    w = torch.nn.Parameter(torch.zeros(shape))
+    opt = REKLS([w], lr=0.1, fp32_matmul_prec="highest")
+    w.grad = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    opt.step()
+    monitor = SOAPMonitor(opt)
+    (healthy,) = monitor.check()
+    assert not healthy.flagged, healthy.reasons
+    key = "R" if shape[0] >= shape[1] else "L"  # the smaller side: full rank
+    opt.state[w][key] = -opt.state[w][key]
+    (sig,) = monitor.check()
+    signals = getattr(sig, key)
+    assert sig.flagged
+    assert signals.approx_min_ratio == pytest.approx(-1.0)
+    assert signals.eig_min_ratio == pytest.approx(-1.0)
+    assert any(r.startswith(f"{key}: an approximate eigenvalue") for r in sig.reasons)
+    assert any(r.startswith(f"{key} is not positive semidefinite") for r in sig.reasons)
+
+
+def test_a_zero_factor_still_has_no_ratio_and_no_flag():
+    # What NaN is kept for: a factor that is exactly zero has no scale to compare with.
+    w = torch.nn.Parameter(torch.zeros(4, 2))
+    opt = SOAP([w], lr=0.1)
+    w.grad = torch.zeros(4, 2)
+    opt.step()
+    (sig,) = SOAPMonitor(opt).check()
+    assert math.isnan(sig.R.approx_min_ratio) and math.isnan(sig.R.eig_min_ratio)
+    assert not sig.flagged

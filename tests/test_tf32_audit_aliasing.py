@@ -67,7 +67,11 @@ def test_out_that_is_resized_keeps_the_operand_shapes():
     a2 = a.clone()
     with pytest.warns(UserWarning, match="resized"):  # torch's own warning about out=
         got_out, got = _audited(lambda: torch.mm(a2, b, out=a2))
-        assert torch.equal(got_out, _plain(lambda a: torch.mm(a, b, out=a), a))
+        plain = _plain(lambda a: torch.mm(a, b, out=a), a)
+    # Resizing an out= that is also an operand leaves the values undefined (the grown storage
+    # is uninitialised: 0 under one allocator, 1e20 under another), so only the shape is
+    # compared; the audit's own measures come from the operands before the call.
+    assert got_out.shape == plain.shape == (4, 5)
     assert got.shapes == ((4, 3), (3, 5)) == want.shapes
     _same_measures(got, want)
 

@@ -116,3 +116,48 @@ def test_an_emulated_block_leaves_an_inherited_onednn_setting_inherited():
     assert torch.equal(got, torch.full((4, 4), 4 * (1 + 2**-10) ** 2))
     torch.backends.mkldnn.fp32_precision = "none"
     assert torch.backends.mkldnn.matmul.fp32_precision == "none"
+
+
+def test_other_threads_see_the_pin_during_an_emulated_product_as_documented(monkeypatch):
+    # Issue 47, item 6: torch's oneDNN setting is process-wide, with no thread-local form,
+    # so the pin cannot be confined to the emulating thread. Documented in emulate_tf32's
+    # docstring; this is what it says: another thread reading torch's attribute during an
+    # emulated product sees 'ieee', eigprec's reader the mode as set, and afterwards
+    # the setting is back.
+    from eigprec import current_matmul_precision
+    from eigprec.tf32 import emulate as emulate_module
+
+    seen = []
+    real = emulate_module._ieee_cpu
+
+    class Watched:
+        def __init__(self, operand, op):
+            self.pin = real(operand, op)
+
+        def __enter__(self):
+            self.pin.__enter__()
+            watcher = threading.Thread(
+                target=lambda: seen.append(
+                    (torch.backends.mkldnn.matmul.fp32_precision, current_matmul_precision())
+                )
+            )
+            watcher.start()
+            watcher.join(10)
+
+        def __exit__(self, *exc):
+            return self.pin.__exit__(*exc)
+
+    monkeypatch.setattr(emulate_module, "_ieee_cpu", Watched)
+    torch.set_float32_matmul_precision("medium")
+    try:
+        a = torch.randn(4, 4)
+        with emulate_tf32():
+            a @ a
+        after = torch.backends.mkldnn.matmul.fp32_precision
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.fp32_precision = "none"
+    assert seen == [("ieee", "medium")]
+    assert after == "bf16"
+    doc = " ".join(emulate_tf32.__doc__.split())
+    assert "no thread-local form, so meanwhile other threads that read the attribute" in doc

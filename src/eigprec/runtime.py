@@ -295,11 +295,21 @@ def describe_runtime(notes: tuple[tuple[str, str], ...] = ()) -> RuntimeInfo:
         python_version=platform.python_version(),
         timestamp=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         driver_version=_driver_version() if device == "cuda" else None,
-        cudnn_version=torch.backends.cudnn.version() if device == "cuda" else None,
+        cudnn_version=_cudnn_version() if device == "cuda" else None,
         tf32_env_overrides=_tf32_env_overrides(),
         tf32_rounding=None if tf32_hardware else default_rounding(),
         notes=notes,
     )
+
+
+def _cudnn_version() -> int | None:
+    # A CUDA build of torch on a machine whose GPU it cannot use (or a faked one) raises from
+    # inside torch.backends.cudnn (torch 2.13: ValueError from min() of no versions); the
+    # box then says the version is unknown rather than failing.
+    try:
+        return torch.backends.cudnn.version()
+    except (RuntimeError, ValueError, OSError):
+        return None
 
 
 def _driver_version() -> str | None:

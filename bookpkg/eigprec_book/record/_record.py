@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_top_level", "finite", "write_record"]
+from eigprec._files import write_text_atomic
+
+__all__ = ["check_top_level", "finite", "out_problem", "write_record"]
 
 
 def finite(x: Any) -> Any:
@@ -29,7 +31,11 @@ def finite(x: Any) -> Any:
 
 
 def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write a recording as indented JSON (parent folders created).
+    """Write a recording as indented JSON (parent folders created), atomically.
+
+    The JSON goes to a temporary file beside ``path`` that replaces the old file only once
+    it is complete (:func:`eigprec._files.write_text_atomic`): a failure half-way (a full
+    disk, a file-size limit) leaves an existing record as it was, not cut short.
 
     Args:
         record: a JSON-serialisable dict.
@@ -40,6 +46,8 @@ def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:
 
     Raises:
         TypeError: if ``record`` is not a dict or holds values JSON cannot encode.
+        ValueError: if it holds NaN or infinity (JSON has none).
+        OSError: from writing (an existing file is left whole).
 
     Example:
         >>> import tempfile, pathlib
@@ -52,8 +60,41 @@ def write_record(record: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     text = json.dumps(record, indent=2, allow_nan=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+    write_text_atomic(path, text + "\n")
     return path
+
+
+def out_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a recording could not be written to ``path``, or None; checked before measuring.
+
+    A recorder runs for minutes (a GPU run's budget is 240 s) and wrote its ``--out`` only
+    at the end, so a folder given as ``--out`` failed after all the work (issue 47, item
+    4). Missing parent folders are fine (:func:`write_record` makes them).
+
+    Args:
+        path: the ``--out`` argument.
+
+    Returns:
+        ``"--out PATH: …"`` naming the problem, or None.
+
+    Example:
+        >>> import tempfile
+        >>> out_problem(tempfile.mkdtemp()).endswith("is a folder, not a file")
+        True
+    """
+    path = Path(path)
+    if path.is_dir():
+        return f"--out {path}: is a folder, not a file"
+    if path.exists() and not path.is_file():
+        return f"--out {path}: exists and is not a regular file"
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"--out {path}: {folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {path}: cannot write in {folder}"
+    return None
 
 
 def check_top_level(record: Any, name: str, schema: str, keys: dict[str, type]) -> None:

@@ -33,7 +33,7 @@ from eigprec.soap import SOAP
 from eigprec.tf32 import has_real_tf32
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
 from eigprec_book.chapters.degeneracy.spike import SpikeConfig, spike_angle_table, spike_experiment
-from eigprec_book.record._record import check_top_level, write_record
+from eigprec_book.record._record import check_top_level, out_problem, write_record
 
 __all__ = [
     "CONFIGS",
@@ -352,6 +352,10 @@ def run(args: argparse.Namespace) -> int:
             "eigprec_book.record degeneracy: --steps must be >= 52 and --budget > 0",
             file=sys.stderr,
         )
+        return 2
+    problem = out_problem(args.out)
+    if problem is not None:
+        print(f"eigprec_book.record degeneracy: {problem}; nothing was run", file=sys.stderr)
         return 2
     reason = refusal()
     if reason is not None:

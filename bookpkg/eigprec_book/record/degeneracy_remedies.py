@@ -14,7 +14,7 @@ and prints where and when it was made. Record it again with::
         --out book/data/degeneracy_remedies_cpu.json
 
 (``--remedies`` runs a subset and ``--merge`` joins partial records, so two processes can
-share the work.)
+share the work; each needs at least one name.)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from eigprec_book.chapters.degeneracy.failure_map import failure_map_experiment
 from eigprec_book.chapters.degeneracy.real_model import TinyLM, lm_experiment
 from eigprec_book.chapters.degeneracy.schedule_methods import clipped_spike
 from eigprec_book.chapters.degeneracy.training import REMEDIES
-from eigprec_book.record._record import check_top_level, finite, write_record
+from eigprec_book.record._record import check_top_level, finite, out_problem, write_record
 
 __all__ = [
     "CELLS",
@@ -304,18 +304,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line: record (a subset of) the remedies, or merge partial records."""
     parser = argparse.ArgumentParser(prog="python -m eigprec_book.record.degeneracy_remedies")
     parser.add_argument("--out", required=True, help="the JSON file to write")
-    parser.add_argument("--remedies", nargs="*", help="a subset of the remedies (default: all)")
     parser.add_argument("--no-clip", action="store_true", help="skip the global-clip runs")
-    parser.add_argument("--merge", nargs="*", help="join these partial records instead")
-    parser.add_argument("--lm", action="store_true", help="record the small transformer instead")
+    # One of the three; "+": an empty list would count as not given and record everything.
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--remedies", nargs="+", help="a subset of the remedies (default: all)")
+    what.add_argument("--merge", nargs="+", help="join these partial records instead")
+    what.add_argument("--lm", action="store_true", help="record the small transformer instead")
     args = parser.parse_args(argv)
+    problem = out_problem(args.out)
+    if problem is not None:
+        parser.error(f"{problem}; nothing was recorded")
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     if args.lm:
         record = record_lm(progress=say)
-    elif args.merge:
+    elif args.merge is not None:
         record = merge_records(load_remedy_record(p) for p in args.merge)
     else:
         record = record_remedies(args.remedies, clip=not args.no_clip, progress=say)

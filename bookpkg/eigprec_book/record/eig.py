@@ -566,9 +566,13 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or not args.budget > 0:
         print("eigprec_book.record eig: --repeats and --budget must be positive", file=sys.stderr)
         return 2
+    problem = _record.out_problem(args.out)
+    if problem is not None:
+        print(f"eigprec_book.record eig: {problem}; nothing was measured", file=sys.stderr)
+        return 2
     reason = None if getattr(args, "dry_run", False) else refusal()
     if reason is not None:
-        print(reason)
+        print(reason, file=sys.stderr)
         return 2
     sizes, batches = args.sizes, args.batches
     if args.no_sweep:

@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from eigprec.precision import _restore, _snapshot
 from eigprec.runtime import describe_runtime
-from eigprec_book.record._record import check_top_level, write_record
+from eigprec_book.record._record import check_top_level, out_problem, write_record
 
 __all__ = [
     "PROBES",
@@ -513,6 +513,10 @@ def run(args: argparse.Namespace) -> int:
     """
     if not args.budget > 0 or (args.limit is not None and args.limit < 1):
         print("eigprec_book.record ops: --budget and --limit must be positive", file=sys.stderr)
+        return 2
+    problem = out_problem(args.out)
+    if problem is not None:
+        print(f"eigprec_book.record ops: {problem}; nothing was measured", file=sys.stderr)
         return 2
     dry = bool(getattr(args, "dry_run", False))
     if not dry and not torch.cuda.is_available():

@@ -34,7 +34,7 @@ from eigprec_book.chapters.tf32.probes import (
     rounding_probe,
     throughput,
 )
-from eigprec_book.record._record import check_top_level, write_record
+from eigprec_book.record._record import check_top_level, out_problem, write_record
 
 __all__ = ["SCHEMA", "add_arguments", "measure", "refusal", "run", "validate_record"]
 
@@ -167,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     """
     if any(n <= 0 for n in args.sizes) or args.repeats <= 0:
         print("eigprec_book.record tf32: --sizes and --repeats must be positive", file=sys.stderr)
+        return 2
+    problem = out_problem(args.out)
+    if problem is not None:
+        print(f"eigprec_book.record tf32: {problem}; nothing was measured", file=sys.stderr)
         return 2
     reason = refusal(args.device)
     if reason is not None:

@@ -3,7 +3,8 @@
 ``core`` holds one SOAP step in a file that needs only torch (its four stages as named
 functions); ``optimizer`` the optimizers :class:`SOAP` and :class:`REKLS` built on it (checked
 arguments, all-or-nothing steps, checkpoints, the book's options); ``monitor``
-:class:`SOAPMonitor`; ``checks`` and ``checkpoint`` what a step and a checkpoint check.
+:class:`SOAPMonitor`, which reads any SOAP-like optimizer through ``factors``; ``checks`` and
+``checkpoint`` what a step and a checkpoint check.
 """
 
 from eigprec.soap.monitor import FactorSignals, SOAPMonitor, SOAPSignals

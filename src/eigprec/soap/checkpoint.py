@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from eigprec.soap.checks import check_loaded_state
+from eigprec.soap.checks import check_loaded_groups, check_loaded_state
 
 __all__ = ["CheckpointedOptions"]
 
@@ -92,12 +92,16 @@ class CheckpointedOptions:
             state_dict: A dict returned by :meth:`state_dict`.
 
         Raises:
-            TypeError: if ``state_dict`` is not a dict.
+            TypeError: if ``state_dict`` is not a dict, or a saved group's hyperparameter
+                is not a number.
             ValueError: if ``soap_options`` is missing or differs from this optimizer's
-                options; if a parameter's state lacks a key, holds a tensor of the wrong
-                shape (a checkpoint of another model) or dtype, NaN or inf entries, or a
-                ``step`` that is not an int ≥ 0 (nothing is loaded then; the message names
-                the parameter and the key); plus
+                options; if a saved group lacks a hyperparameter (``lr``, ``betas``,
+                ``shampoo_beta``, ``eps``, ``weight_decay``) or holds one out of the range
+                :class:`SOAP` accepts (the message names the group and the hyperparameter);
+                if a parameter's state lacks a key, holds a tensor of the wrong shape (a
+                checkpoint of another model) or dtype, NaN or inf entries, or a ``step``
+                that is not an int ≥ 0 (the message names the parameter and the key).
+                Nothing is loaded then. Plus
                 :meth:`torch.optim.Optimizer.load_state_dict`'s errors.
         """
         if not isinstance(state_dict, dict):
@@ -125,6 +129,7 @@ class CheckpointedOptions:
                 + "; ".join(diffs)
                 + ". Construct the optimizer with the saved options (state_dict['soap_options'])."
             )
+        check_loaded_groups(state_dict)
         check_loaded_state(self.param_groups, state_dict)
         # The base class would run the hooks again (pre) and before the dtype fix-up (post).
         pre, post = (

@@ -12,7 +12,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_loaded_state", "check_lr_fits", "new_parameter", "refuse_non_finite"]
+from eigprec._args import check_soap_hyperparameters
+
+__all__ = [
+    "check_loaded_groups",
+    "check_loaded_state",
+    "check_lr_fits",
+    "new_parameter",
+    "refuse_non_finite",
+]
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -106,6 +114,30 @@ def _state_shapes(m: int, n: int) -> dict[str, tuple[int, int]]:
         "Q_L": (m, m),
         "Q_R": (n, n),
     }
+
+
+def check_loaded_groups(state_dict: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose param groups hold hyperparameters a step would refuse.
+
+    ``torch.optim.Optimizer.load_state_dict`` replaces every group's hyperparameters by the
+    saved ones without looking at them; a NaN ``lr`` or a missing ``shampoo_beta`` then
+    failed at the next step, with the valid groups already overwritten (issue 47, item 8).
+    Checked as the constructor checks its arguments, before anything is loaded.
+
+    Args:
+        state_dict: The checkpoint, after the load pre-hooks. A ``param_groups`` that is not
+            a list of dicts is left to torch, which names it.
+
+    Raises:
+        ValueError: naming the group and the hyperparameter missing or out of range.
+        TypeError: naming the group and the hyperparameter that is not a number.
+    """
+    groups = state_dict.get("param_groups")
+    if not isinstance(groups, list):
+        return
+    for gi, group in enumerate(groups):
+        if isinstance(group, dict):
+            check_soap_hyperparameters(group, f"state_dict: param group {gi}")
 
 
 def check_loaded_state(param_groups: Sequence[dict[str, Any]], state_dict: dict[str, Any]) -> None:

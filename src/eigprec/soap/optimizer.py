@@ -36,6 +36,7 @@ from eigprec._args import (
     check_soap_gradient,
     check_soap_hyperparameters,
     check_soap_parameter,
+    check_writable,
 )
 from eigprec.precision import matmul_precision
 from eigprec.soap import core
@@ -132,12 +133,15 @@ class SOAP(CheckpointedOptions, Optimizer):
     travel with ``copy.deepcopy``/``pickle``/``torch.save`` and in ``state_dict()``.
 
     Raises:
-        TypeError: if a parameter is not a dense, real (not complex) 2-D tensor, ``params``
-            of a group is a set, ``dtype`` is not float32/float64, a number is not a real
-            number (or is a bool) or a flag is not a bool.
-        ValueError: on an out-of-range hyperparameter or unknown option name, or a
-            parameter listed twice in a group (torch warns; SOAP would step it twice) or in
-            two groups (as torch).
+        TypeError: if a parameter is not a dense, real 2-D tensor of a floating dtype
+            (complex, integer and bool ones are refused), ``params`` of a group is a set,
+            ``dtype`` is not float32/float64, a number is not a real number (or is a bool)
+            or a flag is not a bool.
+        ValueError: on an out-of-range hyperparameter or unknown option name, a parameter
+            listed twice in a group (torch warns; SOAP would step it twice) or in two
+            groups (as torch), or a parameter a step could not write in place: an inference
+            tensor (outside ``torch.inference_mode``), or an expanded or overlapping view
+            whose elements share memory.
 
     Example:
         >>> import torch
@@ -244,11 +248,12 @@ class SOAP(CheckpointedOptions, Optimizer):
                 out come from the constructor's.
 
         Raises:
-            TypeError: if ``params`` is a set, a parameter is not a dense, real 2-D tensor,
-                or a hyperparameter is not a real number (bools and tensors are not; NumPy
-                scalars are, stored as floats).
-            ValueError: if a hyperparameter is out of range (see :class:`SOAP`) or the
-                group lists a parameter twice (it would be stepped twice).
+            TypeError: if ``params`` is a set, a parameter is not a dense, real 2-D tensor of
+                a floating dtype, or a hyperparameter is not a real number (bools and
+                tensors are not; NumPy scalars are, stored as floats).
+            ValueError: if a hyperparameter is out of range (see :class:`SOAP`), the group
+                lists a parameter twice (it would be stepped twice), or a parameter cannot
+                be written in place (see :class:`SOAP`).
         """
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
@@ -256,9 +261,9 @@ class SOAP(CheckpointedOptions, Optimizer):
         if isinstance(params, set):  # as torch refuses it: a set's order changes between runs
             raise TypeError("a param group's params must be an ordered collection, not a set")
         params = [params] if isinstance(params, torch.Tensor) else list(params)
-        for p in params:
-            check_soap_parameter(p)
         where = f"param group {len(getattr(self, 'param_groups', []))}"
+        for i, p in enumerate(params):
+            check_soap_parameter(p, f"parameter {i} of {where}")
         first: dict[int, int] = {}
         for i, p in enumerate(params):
             j = first.setdefault(id(p[1] if isinstance(p, tuple) else p), i)
@@ -356,9 +361,10 @@ class SOAP(CheckpointedOptions, Optimizer):
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
         """Take one optimization step for every parameter that has a gradient.
 
-        All or nothing: every group's hyperparameters and every gradient are checked first,
-        then every parameter's new state and new value are computed without touching the
-        old ones, and only when all of them are finite are they committed. A failed step
+        All or nothing: every group's hyperparameters, every gradient and whether every
+        parameter can be written in place are checked first, then every parameter's new
+        state and new value are computed without touching the old ones, and only when all
+        of them are finite are they committed. A failed step
         leaves parameters, state and step counters as they were (at the cost of holding one
         new state and one copy of each parameter until the commit).
 
@@ -372,9 +378,13 @@ class SOAP(CheckpointedOptions, Optimizer):
                 state's dtype; use ``dtype=torch.float64`` or clip the gradient; or an
                 ``eps`` that rounds to 0 in that dtype), or a parameter's new value (after
                 weight decay and the update) non-finite in its dtype, or ``lr`` is beyond
-                the range of a parameter's dtype (``1e39`` for float32).
-            TypeError: if a parameter is not 2-D, a gradient is sparse, complex or on the
-                meta device, or a group's hyperparameter is not a number.
+                the range of a parameter's dtype (``1e39`` for float32), or a parameter
+                cannot be written in place (an inference tensor outside
+                ``torch.inference_mode``, a view whose elements share memory: one put into
+                ``param_groups`` past the constructor's checks).
+            TypeError: if a parameter is not 2-D or not of a floating dtype, a gradient is
+                sparse, complex or on the meta device, or a group's hyperparameter is not a
+                number.
         """
         if closure is not None:
             raise ValueError("SOAP does not support a closure; call step() after backward()")
@@ -387,6 +397,12 @@ class SOAP(CheckpointedOptions, Optimizer):
                 where = f"parameter {pi} of param group {gi}, shape {tuple(p.shape)}"
                 if p.dim() != 2:
                     raise TypeError(f"SOAP preconditions 2-D parameters only; got {where}")
+                if not p.is_floating_point():  # put into param_groups past the constructor
+                    raise TypeError(
+                        f"SOAP refused {where}: it is {str(p.dtype).removeprefix('torch.')}, and "
+                        "SOAP preconditions parameters of a floating dtype only"
+                    )
+                check_writable(p, where)
                 check_soap_gradient(p.grad, where)
                 check_lr_fits(hyper["lr"], p, where)
                 work.append((p, hyper, where))

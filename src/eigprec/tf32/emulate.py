@@ -477,6 +477,29 @@ def emulate_tf32(
     would change the precision wait until it exits, so they cannot switch the
     emulation off midway (torch's setters called directly can).
 
+    One process-wide setting is changed while an emulated product runs on the CPU. Where
+    oneDNN may run float32 products in reduced precision (its float32 setting for the
+    product, ``torch.backends.mkldnn.matmul.fp32_precision`` or
+    ``torch.backends.mkldnn.conv.fp32_precision``, is ``'tf32'`` or ``'bf16'``;
+    ``torch.set_float32_matmul_precision`` sets the matmul one to ``'tf32'`` at ``'high'``
+    and ``'bf16'`` at ``'medium'``), each emulated product holds that setting at ``'ieee'``
+    while it runs, for the float32 accumulation it promises, and the last of concurrent
+    products puts it back exactly. Torch keeps this setting for the whole process, with no
+    thread-local form, so meanwhile other threads that read the attribute see ``'ieee'``
+    and their own float32 oneDNN products run in IEEE float32: more precise than their
+    setting allows, never less. eigprec's readers see the value that was set throughout
+    (:func:`eigprec.current_matmul_precision`, and what :func:`eigprec.matmul_precision`
+    saves and restores). Where the setting is already ``'ieee'`` (the default, and
+    ``'highest'``) nothing is changed.
+
+    As a decorator (``@emulate_tf32()``) it runs every call of the function in a block. A
+    generator function or an ``async def`` function is stepped: the block is entered each
+    time the body runs and left each time the body yields or suspends at an ``await``, so
+    the body's products are emulated and the caller's, between its steps, are not (a
+    graph recorded in one step and backpropagated in another counts as after the block).
+    A body that keeps a block of its own open across a yield or await is closed and
+    ``RuntimeError`` raised; an async generator function is refused with ``TypeError``.
+
     Args:
         rounding: how operands are rounded to TF32: ``"rna"`` matches the public
             observations of cuBLAS on Ampere GPUs; an H100 (torch 2.11, CUDA 13) recorded
@@ -491,7 +514,8 @@ def emulate_tf32(
 
     Raises:
         ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
-        TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None.
+        TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None,
+            or the object decorates an async generator function.
         RuntimeError: where ``torch.func.grad``, ``vjp``, ``jacrev`` or ``hessian`` runs in
             the block (see above).
 

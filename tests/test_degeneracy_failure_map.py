@@ -227,3 +227,21 @@ def test_a_run_harmed_by_its_own_jump_counts_even_below_the_reference_peak():
     rows = [_row("float64", 0, 6.5, 11.0), _row("highest", 0, 0.65, 4.8, ratio=0.44)]
     (_, f32) = FailureMap(rows=rows, config={}).summary()
     assert f32["harmed"] == 1
+
+
+def test_classify_recounts_recorded_runs_under_todays_definitions():
+    # A record keeps the losses; harm and a failed reference are recomputed from them, per
+    # group (here two seed sets whose seed numbers coincide).
+    f64 = {"shape": [8, 4], "lr": 0.1, "spike": 1e3, "seed": 0, "arm": "float64",
+           "start": 30.0, "before": 6.0, "peak": 5.0, "harmed": True, "seed set": 0}  # fmt: skip
+    rows = [
+        f64,
+        {**f64, "arm": "highest", "before": 6.0, "peak": 30.0, "harmed": False},
+        {**f64, "seed set": 1000, "before": 31.0},  # this seed set's reference diverged
+        {**f64, "seed set": 1000, "arm": "highest", "peak": 300.0},
+    ]
+    out = fmod.classify(rows, ("seed set",))
+    assert [r["harmed"] for r in out] == [False, True, False, True]
+    assert [r["reference failed"] for r in out] == [False, False, True, True]
+    with pytest.raises(KeyError):
+        fmod.classify(rows[1:2])

@@ -21,12 +21,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eigprec_book.chapters.degeneracy.failure_map import classify
+
 __all__ = [
     "LINES",
     "SETTINGS",
     "Line",
     "cell_summary",
     "cells",
+    "load",
     "paired_ratio",
     "setting_of",
     "validate",
@@ -60,6 +63,16 @@ def setting_of(row: dict[str, Any]) -> str:
         "'high', clip 10×"
     """
     return SETTINGS[(row["kind"], row["arm"])]
+
+
+#: What tells the map record's runs apart besides (shape, lr, spike, seed).
+RECORD_GROUP = ("method", "kind", "cells", "seed set")
+
+
+def load(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The map record's runs, classified under today's definitions of harm and of a failed
+    reference (:func:`~eigprec_book.chapters.degeneracy.failure_map.classify`)."""
+    return classify(record["runs"], RECORD_GROUP)
 
 
 def cells(rows: Iterable[dict[str, Any]]) -> dict[CellKey, dict[str, list[dict[str, Any]]]]:

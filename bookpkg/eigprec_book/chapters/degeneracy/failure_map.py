@@ -9,10 +9,9 @@ are measured independently of each other:
 
 * **harm** (training): the largest population loss in the ``window`` steps after the
   spike over the run's *own* loss just before the spike (its jump), beside that peak over the
-  float64 arm's for the same layer, spike and seed (its ratio). A float64 run that had not
-  halved its starting loss by the spike (diverged or stalled: :data:`REFERENCE_TRAINED`)
-  is no reference: the runs of that layer and seed are marked ``"reference failed"`` and left
-  out of every count;
+  float64 arm's for the same layer, spike and seed (its ratio). A float64 run that had
+  diverged or stalled by the spike (:data:`REFERENCE_TRAINED`) is no reference: the runs of
+  that layer and seed are marked ``"reference failed"`` and left out of every count;
 * **turn** (the angle probe): the largest top-``k`` principal angle of Q_L, over the
   ``turn_steps`` steps from the spike on, against Q_L just before the spike -- measured on
   the training run itself, so both columns describe one trajectory;
@@ -55,6 +54,7 @@ __all__ = [
     "SPLIT_ARMS",
     "TURN_DEGREES",
     "FailureMap",
+    "classify",
     "failure_map_experiment",
     "harm_counts",
     "reference_first",
@@ -85,9 +85,11 @@ SPLIT_ARMS: dict[str, tuple[str, torch.dtype, str, str]] = {
 HARM_JUMP = 2.0
 
 #: The float64 run of a layer and seed is a reference only if its loss just before the spike
-#: is below this fraction of its starting loss (it trained); else that seed's runs are
-#: marked ``"reference failed"``.
-REFERENCE_TRAINED = 0.5
+#: is below this fraction of its starting loss: it trained, if slowly (at lr 0.01 the
+#: testbed's float64 REKLS is at 0.8 of its start by step 50); a run that diverged (above
+#: its start) or stalled near it is no reference, and that seed's runs are marked
+#: ``"reference failed"``.
+REFERENCE_TRAINED = 0.9
 
 #: Q_L has *turned* when its top-k subspace moved more than this many degrees.
 TURN_DEGREES = 30.0
@@ -227,6 +229,47 @@ class FailureMap:
             "false - rate": fn / len(pos) if pos else math.nan,
             "flag before": sum(r["flag before"] > 0 for r in rows),
         }
+
+
+def classify(rows: Sequence[dict[str, Any]], group: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Recorded rows with ``"jump"``, ``"harmed"`` and ``"reference failed"`` recomputed from
+    their losses under this module's definitions (a record keeps the raw losses).
+
+    Args:
+        rows: Rows of :class:`FailureMap` (or of a record made from them).
+        group: Further keys that tell runs apart beyond (shape, lr, spike, seed), e.g.
+            ``("method", "kind", "cells", "seed set")`` for the map record.
+
+    Returns:
+        New dicts; each non-float64 row is matched with the float64 row of its group.
+
+    Raises:
+        KeyError: if a row has no float64 row of its group.
+
+    Example:
+        >>> f64 = {"shape": [4, 2], "lr": 0.1, "spike": 10.0, "seed": 0, "arm": "float64",
+        ...        "start": 10.0, "before": 9.5, "peak": 9.0}
+        >>> [r["reference failed"] for r in classify([f64, {**f64, "arm": "highest"}])]
+        [True, True]
+    """
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (tuple(r["shape"]), r["lr"], r["spike"], r["seed"], *(r[g] for g in group))
+
+    refs = {key(r): r for r in rows if r["arm"] == "float64"}
+    out = []
+    for r in rows:
+        ref = refs[key(r)]
+        jump = r["peak"] / r["before"]
+        out.append(
+            {
+                **r,
+                "jump": jump,
+                "harmed": jump > HARM_JUMP,
+                "reference failed": not ref["before"] < REFERENCE_TRAINED * ref["start"],
+            }
+        )
+    return out
 
 
 def harm_counts(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> tuple[int, int]:

@@ -123,11 +123,9 @@ SCENARIOS = {
         'torch.set_float32_matmul_precision("high"); '
         'torch.set_float32_matmul_precision("highest"); torch.backends.cudnn.allow_tf32 = False'
     ),
-    "per_backend": (
-        'torch.set_float32_matmul_precision("high"); '
-        'torch.backends.cuda.matmul.fp32_precision = "ieee"; '
-        'torch.backends.cudnn.conv.fp32_precision = "ieee"; '
-        'torch.backends.cudnn.rnn.fp32_precision = "ieee"'
+    "high_then_generic_and_matmul": (
+        'torch.set_float32_matmul_precision("high"); torch.backends.fp32_precision = "ieee"; '
+        'torch.backends.cuda.matmul.fp32_precision = "ieee"'
     ),
     "matmul_only": 'torch.backends.cuda.matmul.fp32_precision = "tf32"',
 }

@@ -10,7 +10,7 @@ seed (the chapter runs five; the cost is linear in seeds), and checks the curves
 Target: the shared run costs at most 0.85 × the unshared one (thread CPU time, one
 torch thread, so other processes on a shared machine do not count).
 
-Run: ``PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/bench_degeneracy.py [--seeds 1]``
+Run: ``PYTHONPATH=src:bookpkg OMP_NUM_THREADS=1 python benchmarks/bench_degeneracy.py [--seeds 1]``
 """
 
 from __future__ import annotations

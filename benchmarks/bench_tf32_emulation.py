@@ -1,9 +1,9 @@
 """What ``emulate_tf32`` costs on the CPU, and how much of it any Python dispatch mode costs.
 
 Why: `make test` executes the degeneracy pages twice, and their TF32-emulated runs take a
-large part of its time (CONTRIBUTING.md). This separates the emulator's own work (rounding,
-precision checks) from what torch charges for running Python at every ATen call, which no
-emulator built on a ``TorchDispatchMode`` can avoid.
+large part of its time (benchmarks/README.md, "Timing history"). This separates the
+emulator's own work (rounding, precision checks) from what torch charges for running Python
+at every ATen call, which no emulator built on a ``TorchDispatchMode`` can avoid.
 
 Three arms per workload, interleaved round by round (``time_interleaved``), so that all
 three see the same machine load:
@@ -19,7 +19,8 @@ medians and ranges over the rounds. Workloads: one elementwise op and one 64x64 
 product (per-call costs), a 20-step REKLS run of the regression (``training_experiment``)
 and an 8-step REKLS run of the MLP page's testbed (``mlp_experiment``, 64x32 first layer).
 
-Run: ``PYTHONPATH=src python benchmarks/bench_tf32_emulation.py [--repeats 7] [--threads 1]``
+Run: ``PYTHONPATH=src:bookpkg python benchmarks/bench_tf32_emulation.py [--repeats 7]
+[--threads 1]``
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and the smallest seed's maximum), then the largest gap in plain ``eps · max|λ|
 default tolerance in the same units (``eigprec.eig.tolerance.default_cluster_tol``:
 ``min(3 √max(n, 16), 20)``).
 
-Run: ``PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/eig_tie_splits.py [--seeds 5]``;
+Run: ``PYTHONPATH=src:bookpkg OMP_NUM_THREADS=1 python benchmarks/eig_tie_splits.py [--seeds 5]``;
 large n sparsely, e.g. ``--sizes 1000,2000 --seeds 2 --batch 2 --dtypes float32`` (a float64
 eigh at n = 4000 costs 10–20 s per matrix on one thread).
 """

@@ -5,6 +5,7 @@ added to ``eigprec.__all__`` without a docstring and an ``Example`` section fail
 here rather than appearing bare on the page.
 """
 
+import ast
 import doctest
 import inspect
 import re
@@ -14,7 +15,7 @@ import pytest
 
 import eigprec
 
-from .conftest import book_extension
+from .conftest import ROOT, book_extension
 
 EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
 
@@ -84,3 +85,55 @@ def test_constant_without_comment_is_reported(tmp_path, monkeypatch):
 
     assert _defining_comment(fakepkg, "A") == ["Documented.", ""]
     assert _defining_comment(fakepkg, "B") == []
+
+
+#: A docstring says what a user needs (what it does, arguments, returns, raises, a short
+#: example); a decision record longer than that goes to the API page's decided-behaviour
+#: section (issue 44 item 6).
+MAX_DOCSTRING_LINES = 40
+#: Docstrings over the limit on 2026-11-29, in topics whose owners are trimming them now. No
+#: other may grow past it; these may shrink (remove an entry once it is under).
+LONG_DOCSTRINGS_LEFT = {
+    "eigprec/eig/kth.py:kth_eigvalsh",
+    "eigprec/eig/kth.py:<module>",
+    "eigprec/audit/report.py:<module>",
+    "eigprec/audit/report.py:tf32_audit",
+    "eigprec/audit/attribution.py:tf32_attribution",
+    "eigprec/soap/optimizer.py:SOAP",
+    "eigprec/soap/monitor.py:SOAPMonitor",
+    "eigprec/tf32/compensated.py:matmul_3xtf32",
+}
+
+
+def _docstring_lines(tree: ast.Module) -> dict[str, int]:
+    """Lines of each docstring in a module: its own, its classes' and functions'."""
+    nodes = [("<module>", tree)] + [
+        (n.name, n)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+    return {
+        name: doc.count("\n") + 1
+        for name, node in nodes
+        if (doc := ast.get_docstring(node, clean=False)) is not None
+    }
+
+
+def test_no_docstring_grows_past_40_lines():
+    src = ROOT / "src"
+    long = {
+        f"{path.relative_to(src)}:{name}": lines
+        for path in sorted((src / "eigprec").rglob("*.py"))
+        for name, lines in _docstring_lines(ast.parse(path.read_text())).items()
+        if lines > MAX_DOCSTRING_LINES
+    }
+    new = {k: v for k, v in long.items() if k not in LONG_DOCSTRINGS_LEFT}
+    assert not new, (
+        f"docstrings over {MAX_DOCSTRING_LINES} lines: {new}; keep what a user needs and move "
+        "decision records to book/api.md's decided-behaviour section"
+    )
+
+
+def test_docstring_lines_count_modules_classes_and_functions():
+    tree = ast.parse('"""a\nb"""\nclass C:\n    """c"""\n    def f(self):\n        """d\n\ne"""\n')
+    assert _docstring_lines(tree) == {"<module>": 2, "C": 1, "f": 3}

@@ -58,6 +58,14 @@ def test_citation_agrees_with_the_package_and_the_book(project, citation, book_c
     assert [a["name"] for a in citation["authors"]] == [book_config["author"]]
 
 
+def test_both_packages_carry_one_version(project):
+    # A release sets the version in each of these (CONTRIBUTING.md, "Releases").
+    book = tomllib.loads((ROOT / "bookpkg" / "pyproject.toml").read_text())["project"]
+    init = (ROOT / "src" / "eigprec" / "__init__.py").read_text()
+    (in_code,) = re.findall(r'^__version__ = "([^"]+)"$', init, re.M)
+    assert book["version"] == in_code == project["version"]
+
+
 def test_changelog_has_the_current_version(project):
     text = (ROOT / "CHANGELOG.md").read_text()
     headings = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - (.+)$", text, re.M)

@@ -426,37 +426,15 @@ def _check_mode(mode: object) -> None:
 def matmul_precision(mode: str) -> Iterator[None]:
     """Set torch's float32 matmul precision inside a ``with`` block, then restore it.
 
-    The legacy flag ``torch.backends.cuda.matmul.allow_tf32`` and, on torch ≥ 2.9,
-    the ``fp32_precision`` attributes follow the mode, because they are set through
-    :func:`torch.set_float32_matmul_precision`, which keeps them coherent. On exit
-    (normal or by an exception) every setting is restored exactly -- the legacy level
-    and the new attributes, also when they disagreed before the block -- so blocks
-    nest and torch's getters answer after the block exactly when they did before.
-
-    Thread safety: the settings are process-wide, so blocks in different threads are
-    serialised by one process-wide lock. Blocks asking for the mode already in force
-    from another thread's block share it; a block asking for a different mode waits
-    until every other thread has left its blocks; the settings are restored when the
-    last sharing block leaves. Nested blocks in one thread change the mode freely
-    (other threads wait meanwhile). An :func:`eigprec.emulate_tf32` block holds the
-    precision in the same way. Hence no block restores a stale state and the process
-    returns to its original precision. A block that would wait forever -- its thread
-    already shares the precision with threads that all wait to change it -- raises
-    ``RuntimeError`` instead (enter ``matmul_precision`` before ``emulate_tf32`` in
-    each thread to avoid it). Waiting on a thread that waits for this block's thread
-    by other means (a join, a queue) deadlocks; torch's own setters, called directly,
-    bypass the lock.
-
-    Asyncio tasks and generators: an asyncio task counts as its own holder, like a
-    thread. A task asking for the mode another task of the same thread holds shares it;
-    asking for another mode raises ``RuntimeError`` (waiting would block the event loop
-    the other task needs), so no task ever runs at another task's precision. Tasks nest
-    inside a block of the code that runs the event loop. A block exited before a block
-    entered after it in the same task (generators closed out of order) raises
-    ``RuntimeError``: the block still open keeps its precision, and the precision from
-    before both is restored when it exits. The arguments are checked when
-    ``matmul_precision(...)`` is called; a block exited in another thread or task than
-    the one that entered it is released and ``RuntimeError`` is raised.
+    The legacy flag ``torch.backends.cuda.matmul.allow_tf32`` and, on torch ≥ 2.9, the
+    ``fp32_precision`` attributes follow the mode. On exit, normal or by an exception, every
+    setting is restored exactly as it was found, so blocks nest. Blocks in different threads
+    share one process-wide lock: blocks asking for the same mode run together, and a block
+    asking for another mode waits until the others have left. An asyncio task is a holder of
+    its own, like a thread, but one asking for a mode another task holds raises instead of
+    blocking the event loop. The rules in full (a wait that could never end, generators
+    closed out of order, a block exited in another thread) are on the API page:
+    :ref:`api-precision-decided`.
 
     Args:
         mode: ``'highest'`` (IEEE float32), ``'high'`` (TF32 allowed on CUDA) or
@@ -466,10 +444,11 @@ def matmul_precision(mode: str) -> Iterator[None]:
         None.
 
     Raises:
-        ValueError: if ``mode`` is not one of the three allowed names.
+        ValueError: if ``mode`` is not one of the three allowed names (raised at the call,
+            before ``with``).
         RuntimeError: if waiting for the other threads' blocks could never end, another
             asyncio task of this thread holds another mode, or blocks are exited out of
-            order or where they were not entered (see above).
+            order or where they were not entered.
 
     Example:
         >>> import torch

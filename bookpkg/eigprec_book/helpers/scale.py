@@ -33,7 +33,7 @@ def scale() -> str:
         ``EIGPREC_SCALE``'s value (surrounding spaces and case ignored), ``"chapter"`` if unset.
 
     Raises:
-        ValueError: if ``EIGPREC_SCALE`` is not one of :data:`SCALES`, or a variable it
+        ValueError: if ``EIGPREC_SCALE`` is not one of ``SCALES``, or a variable it
             replaced (``EIGPREC_FULL``, ``EIGPREC_QUICK``) is set: it would be ignored.
 
     Example:

@@ -415,37 +415,34 @@ def emulate_tf32(
 ) -> Iterator[None]:
     r"""Run float32 matmuls and convolutions as a TF32 GPU runs them, on hardware without TF32.
 
-    In the block every float32 GEMM that reaches ATen (``@``, ``mm``, ``bmm``, ``addmm``,
-    ``baddbmm``, ``einsum``, ``linear``, autograd's backward products; under ``no_grad`` and
-    ``inference_mode`` too) has its two multiplied operands rounded with :func:`round_tf32`
-    and sums in float32, as a tensor core does, wherever :func:`tf32_matmul_enabled` says a
-    TF32 GPU would use TF32 now; convolutions and RNNs follow cuDNN's own switches (TF32 by
-    default even at 'highest'). As on a GPU, matrix-vector products, ``vector @ matrix`` and
-    the derivative formulas torch runs under ``NoTF32Guard`` stay float32. Products the
-    emulator cannot reach (fused attention and transformer paths, fused RNNs, GPU solves)
-    and complex64 products (not measured on a GPU yet) run unchanged with a
-    :class:`NotEmulatedWarning`, once per operator and block; a backward run after the
-    block warns with :class:`BackwardAfterExitWarning`. Settings are read at each call, in
-    the thread that entered the block. In full: the API page, "decided behaviour".
+    In the block every float32 GEMM that reaches ATen (``@``, ``mm``, ``bmm``, ``einsum``,
+    ``linear``, autograd's backward products; under ``no_grad`` and ``inference_mode`` too)
+    has its two operands rounded with :func:`round_tf32` and sums in float32, as a tensor
+    core does, wherever :func:`tf32_matmul_enabled` says a TF32 GPU would use TF32 now;
+    convolutions and RNNs follow cuDNN's switches (TF32 by default even at 'highest'). As on
+    a GPU, matrix-vector products, ``vector @ matrix`` and the derivative formulas torch runs
+    under ``NoTF32Guard`` stay float32. Products it cannot reach (fused attention and
+    transformer paths, fused RNNs, GPU solves) and complex64 products (not measured on a GPU
+    yet) run unchanged with a :class:`NotEmulatedWarning`, once per operator and block; a
+    backward run after the block warns (:class:`BackwardAfterExitWarning`). Settings are
+    read at each call, in the entering thread (in full: the API page, "decided behaviour").
 
     Args:
         rounding: ``"rna"`` (ties away, as observed on Ampere), ``"rne"`` (ties to even, as
-            the book's H100 and H200) or ``"rz"``; None: the ``gpu``'s rule, else
-            :func:`eigprec.tf32.default_rounding` (``"rna"`` unless
-            ``EIGPREC_TF32_ROUNDING`` says otherwise).
+            the book's H100) or ``"rz"``; None: the ``gpu``'s rule, else ``"rna"`` unless
+            ``EIGPREC_TF32_ROUNDING`` says otherwise.
         force: emulate on devices with real TF32 (compute capability >= 8.0) too.
         convolutions: emulate convolutions; None follows cuDNN's switch.
         gpu: ``"hopper"``: ties to even, and the small batched products and convolutions the
-            book's H200 kept in float32 stay float32; ``"ampere"``: ties away; None: every
-            product the switches allow is rounded, an upper bound at small sizes
-            (:mod:`eigprec.tf32.gpus`).
+            book's H200 kept in float32 stay float32; ``"ampere"``: ties away; None: all
+            products the switches allow are rounded, an upper bound at small sizes.
 
     Yields:
         None.
 
     Raises:
         ValueError: for an unknown ``rounding`` or ``gpu``.
-        TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None.
+        TypeError: for a ``force`` or ``convolutions`` that is not a bool (or None).
         RuntimeError: where ``torch.func``'s reverse-mode transforms run in the block.
 
     Example:

@@ -70,11 +70,11 @@ def round_tf32(x: torch.Tensor, rounding: str | None = None) -> torch.Tensor:
     to +-inf beyond the largest TF32 value ``(2 - 2**-10) * 2**127`` behave as IEEE
     rounding prescribes; NaN and +-inf are returned unchanged. Works on any device and
     shape; the gradient, if any, passes straight through (also under ``torch.func.grad``,
-    ``jvp`` and ``vmap``). The work is :func:`eigprec.tf32.core.round_tf32`.
+    ``jvp`` and ``vmap``). The work is ``eigprec.tf32.core.round_tf32``.
 
     Args:
         x: float32 tensor.
-        rounding: ``"rna"``, ``"rne"`` or ``"rz"``; None: :func:`default_rounding`
+        rounding: ``"rna"``, ``"rne"`` or ``"rz"``; None: ``eigprec.tf32.default_rounding()``
             (``"rna"`` unless ``EIGPREC_TF32_ROUNDING`` says otherwise).
 
     Returns:

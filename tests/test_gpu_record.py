@@ -127,10 +127,15 @@ def stand_in_python(folder: Path, with_torch: bool) -> Path:
 ALL_STEPS = "tf32,complex64,eig,ops,degeneracy,tests,notebooks:tf32,notebooks:clarke"
 
 
-def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:
+def run_dry(
+    tmp: Path, python: Path, steps: str = ALL_STEPS, call: list[str] | None = None
+) -> tuple:
+    """A dry run of the script: ``--steps steps`` with a wheel folder, or ``call`` without."""
     wheels = tmp / "wheels"
-    make_wheel(wheels)
-    make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
+    if call is None:
+        make_wheel(wheels)
+        make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
+        call = ["--steps", steps]
     out, site, work = tmp / "out", tmp / "site", tmp / "work"
     env = {**os.environ, "PYTHON": str(python), "EIGPREC_GPU_RECORD_DRYRUN": "1"}
     env.pop("OUT", None)
@@ -138,7 +143,7 @@ def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:
     proc = subprocess.run(
         [
             *("/bin/bash", str(SCRIPT), "--out", str(out), "--wheels", str(wheels)),
-            *("--site", str(site), "--work", str(work), "--steps", steps),
+            *("--site", str(site), "--work", str(work), *call),
         ],
         capture_output=True,
         text=True,
@@ -617,21 +622,8 @@ def test_the_prepared_call_carries_only_the_checkout():
 
 
 def test_a_dry_run_of_the_prepared_call(tmp_path, stand_in):
-    out, site, work = tmp_path / "out", tmp_path / "site", tmp_path / "work"
-    env = {**os.environ, "PYTHON": str(stand_in), "EIGPREC_GPU_RECORD_DRYRUN": "1"}
-    env.pop("OUT", None)
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run(
-        [
-            *("/bin/bash", str(SCRIPT), "--plan", "questions", "--out", str(out)),
-            *("--wheels", str(tmp_path / "none"), "--site", str(site), "--work", str(work)),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=400,
-        check=False,
-    )
+    # no wheel folder: the prepared call carries nothing but the checkout
+    proc, out, _, _ = run_dry(tmp_path, stand_in, call=["--plan", "questions"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "at worst setup 150 s, complex64 60 s, eig 200 s, ops 125 s" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())

@@ -65,12 +65,13 @@ def env_override_check(value: str = "1", timeout: float = 120.0) -> dict[str, ob
     env = {k: v for k, v in os.environ.items() if k != "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"}
     if value:
         env["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] = value
+    return _fresh_interpreter([_READ_SETTINGS], env, timeout)
+
+
+def _fresh_interpreter(args: list[str], env: dict[str, str], timeout: float) -> dict:
+    """What ``python -c <args>`` in a fresh interpreter printed last, as JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", _READ_SETTINGS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, "-c", *args], env=env, capture_output=True, text=True, timeout=timeout
     )
     if proc.returncode != 0:
         raise RuntimeError(f"reading torch's settings failed: {proc.stderr[-500:]}")
@@ -201,17 +202,8 @@ def what_to_set_check(timeout: float = 120.0) -> dict[str, object]:
     # (the child imports eigprec from where this process does)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     env.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)  # torch's own start-up state
-    proc = subprocess.run(
-        [sys.executable, "-c", _READ_AFTER, json.dumps(SCENARIOS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"reading torch's settings failed: {proc.stderr[-500:]}")
-    facts = {"has_new_api": True, **json.loads(proc.stdout.strip().splitlines()[-1])}
-    return facts
+    read = _fresh_interpreter([_READ_AFTER, json.dumps(SCENARIOS)], env, timeout)
+    return {"has_new_api": True, **read}
 
 
 # An operand whose TF32 rounding is visible: 1 + 2**-12 rounds to 1 (below the tie).

@@ -31,8 +31,8 @@ from torch import Tensor
 
 from eigprec.runtime import describe_runtime
 from eigprec.tf32.core import round_bits
+from eigprec_book.record._op_compare import ROUNDS, switches
 from eigprec_book.record._record import check_top_level, write_record
-from eigprec_book.record.ops import ROUNDS, _switches
 
 __all__ = [
     "KINDS",
@@ -74,7 +74,7 @@ def run_product(kind: str, x: Tensor, y: Tensor, tf32: bool) -> Tensor:
     ``mm``: x @ y; ``bmm``: the two stacked twice (a batch of 2); ``linear``: F.linear(x, yᵀ),
     the same product through the linear layer's path.
     """
-    with _switches(tf32, False):
+    with switches(tf32, False):
         if kind == "mm":
             out = x @ y
         elif kind == "bmm":

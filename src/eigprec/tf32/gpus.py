@@ -10,7 +10,8 @@ rule the default rounding.
 The facts (``book/data`` of the book's repository):
 
 * ``"hopper"``: ties to even (``"rne"``) on an H100 (``tf32_gpu.json``, both operands, at
-  'high' and 'medium') and an H200; the sizes from the H200's operator sweep
+  'high' and 'medium'; an H200 checked in an earlier review, without a record here, agreed);
+  the sizes from the H200's operator sweep
   (``ops_gpu.json``: torch 2.11, CUDA 13.0, cuDNN 9.19, 27 November 2026). ``bmm`` and
   ``baddbmm`` (``einsum``, 3-D ``matmul`` and attention's math path reach them) were
   unchanged at 8 × 16 × 16 and changed from 8 × 64 × 64; ``conv1d``, ``conv2d`` and
@@ -128,7 +129,7 @@ _PROFILES = {
         conv_up_to={1: 16, 2: 16},
         transposed_up_to={2: 16},
         one_row=True,
-        source=f"ties to even on an H100 (tf32_gpu.json) and an H200; sizes from {_H200}",
+        source=f"ties to even on an H100 (tf32_gpu.json); sizes from {_H200}",
     ),
 }
 

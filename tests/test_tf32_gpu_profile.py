@@ -143,3 +143,14 @@ def test_the_profile_reads_what_the_record_says():
     assert probes["vecmat"]["starts_at"] == {"matmul": None, "cudnn": None} and hopper.one_row
     h100 = json.loads((ROOT / "book" / "data" / "tf32_gpu.json").read_text())
     assert h100["rounding"]["matches"]["first_operand"] == [hopper.rounding]
+
+
+def test_the_api_page_states_the_limits_the_profile_keeps():
+    # The API page's coverage list and decided behaviour state the H200's small-size limits
+    # in prose (not executed): they must be the profile's, which is the record's.
+    text = (ROOT / "book" / "api.md").read_text()
+    hopper = gpus.profile("hopper")
+    n, c = hopper.batched_up_to, hopper.conv_up_to[2]
+    assert f"up to\n  {n} × {n} × {n}" in text or f"up to {n} × {n} × {n}" in text
+    assert f"up to {c} channels" in text and f"at 8 × {n} × {n}" in text
+    assert "gpu=\"hopper\"" in text and "upper bound" in text

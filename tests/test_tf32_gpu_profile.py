@@ -153,4 +153,4 @@ def test_the_api_page_states_the_limits_the_profile_keeps():
     n, c = hopper.batched_up_to, hopper.conv_up_to[2]
     assert f"up to\n  {n} × {n} × {n}" in text or f"up to {n} × {n} × {n}" in text
     assert f"up to {c} channels" in text and f"at 8 × {n} × {n}" in text
-    assert "gpu=\"hopper\"" in text and "upper bound" in text
+    assert 'gpu="hopper"' in text and "upper bound" in text

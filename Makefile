@@ -242,7 +242,7 @@ robustness: env
 # machine's torch and CuPy. Options: make gpu-record GPU_RECORD_ARGS="--steps eig".
 .PHONY: gpu-record
 gpu-record:
-	PYTHON=$(PYTHON) bash tools/gpu_record.sh $(GPU_RECORD_ARGS)
+	PYTHON=$(PYTHON) bash tools/gpu/gpu_record.sh $(GPU_RECORD_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -44,7 +45,7 @@ def test_refuses_without_cuda(tmp_path):
         [sys.executable, "-m", "eigprec_book.record", "degeneracy", "--out", str(out)],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+        env={"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'bookpkg'}", "PATH": ""},
         check=False,
     )
     assert proc.returncode == 2

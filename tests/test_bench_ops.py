@@ -69,7 +69,7 @@ def test_refuses_without_a_gpu_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("bad", [["--budget", "0"], ["--limit", "0"]])
+@pytest.mark.parametrize("bad", [["--budget", "0"], ["--limit", "0"], ["--max-samples", "0"]])
 def test_bad_options_are_refused_before_any_work(tmp_path, capsys, bad):
     out = tmp_path / "ops.json"
     assert main(["ops", "--out", str(out), "--dry-run", *bad]) == 2
@@ -113,3 +113,64 @@ def test_reading_op_db_leaves_torch_backends_flags_settable():
         torch.backends.cuda.matmul.allow_tf32 = False  # raised RuntimeError while frozen
     finally:
         _restore(state)
+
+
+class _Sample:
+    def __init__(self, *tensors):
+        self.input, self.args, self.kwargs = tensors[0], tensors[1:], {}
+
+
+class _FakeOp:
+    """An OpInfo stand-in: the product changes under the matmul switch only on samples
+    whose first operand has 3 rows (issue 50: the first sample alone hid such operators)."""
+
+    name = full_name = "fake_mm"
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def sample_inputs(self, device, dtype):
+        for r in self.rows:
+            yield _Sample(torch.ones(r, 4), torch.ones(4, 2))
+
+    def __call__(self, a, b):
+        tf32 = torch.backends.cuda.matmul.allow_tf32 and a.shape[0] == 3
+        return (a @ b) * (1.001 if tf32 else 1.0)
+
+
+def test_every_sample_is_measured_and_a_later_one_can_change():
+    row = ops._op_row(_FakeOp([1, 2, 3, 4]), "cpu")
+    assert row["samples"] == 4 and row["changed"] == ["matmul"]
+    assert row["changed_samples"] == {"matmul": 1, "cudnn": 0}
+    assert row["first_changed_shapes"] == {"matmul": [[3, 4], [4, 2]]}
+    assert row["shapes"] == [[1, 4], [4, 2]]  # the first sample's, as before
+    assert row["repeatable"] == {"off": True, "matmul": True, "cudnn": True}
+    assert row["change"]["matmul"] == pytest.approx(1e-3, rel=1e-3)
+    assert "samples_left" not in row
+
+
+def test_samples_are_bounded_by_size_count_and_time():
+    # the size bound: a sample over it is left out and counted
+    row = ops._op_row(_FakeOp([3, 2000, 1]), "cpu", max_elements=1000)
+    assert row["samples"] == 2 and row["samples_left"] == {"too_large": 1}
+    # the count bound: the rest is not generated, only flagged
+    row = ops._op_row(_FakeOp([1, 2, 3, 4]), "cpu", max_samples=2)
+    assert row["samples"] == 2 and row["changed"] == []
+    assert row["samples_left"] == {"more": True}
+    # the time bound: the first sample always, then none once the operator's time is spent
+    row = ops._op_row(_FakeOp([1, 3]), "cpu", op_seconds=0.0)
+    assert row["samples"] == 1 and row["samples_left"] == {"time": True}
+
+
+def test_an_operator_whose_samples_are_all_too_large_is_skipped_saying_so():
+    row = ops._op_row(_FakeOp([5000]), "cpu", max_elements=100)
+    assert "samples" not in row and row["skipped"] == "every sample over 100 elements"
+
+
+def test_the_dry_run_measures_more_than_the_first_sample(tmp_path):
+    out = tmp_path / "ops.json"
+    args = argparse.Namespace(out=str(out), budget=60.0, limit=8, dry_run=True)
+    assert ops.run(args) == 0
+    rows = [r for r in json.loads(out.read_text())["operators"] if "samples" in r]
+    assert rows and max(r["samples"] for r in rows) > 1
+    assert all(1 <= r["samples"] <= ops.DRY_MAX_SAMPLES for r in rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_module_entry_point_refuses(tmp_path):
         [sys.executable, "-m", "eigprec_book.record", "tf32", "--out", str(out)],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(SRC), "PATH": ""},
+        env={"PYTHONPATH": f"{SRC}{os.pathsep}{SRC.parent / 'bookpkg'}", "PATH": ""},
         check=False,
     )
     assert proc.returncode == 2 and "compute capability >= 8.0" in proc.stderr

@@ -1,4 +1,4 @@
-"""tools/gpu_record.sh without a GPU: the refusal, the dry run's environment, the output.
+"""tools/gpu/gpu_record.sh without a GPU: the refusal, the dry run's environment, the output.
 
 The dry run runs under a stand-in for the machine's interpreter: a virtual environment (as
 ``python3`` is on the recording machine) holding a stub ``torch`` and nothing else of the
@@ -8,6 +8,7 @@ site-packages.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -26,10 +27,10 @@ import pytest
 
 from .conftest import ROOT, needs, notebook, write_page
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "gpu"))
 import gpu_record
 
-SCRIPT = ROOT / "tools" / "gpu_record.sh"
+SCRIPT = ROOT / "tools" / "gpu" / "gpu_record.sh"
 
 
 def make_wheel(folder: Path, name: str = "gpurecfake", version: str = "1.0") -> Path:
@@ -123,13 +124,18 @@ def stand_in_python(folder: Path, with_torch: bool) -> Path:
     return python
 
 
-ALL_STEPS = "tf32,eig,ops,degeneracy,tests,notebooks:tf32,notebooks:clarke"
+ALL_STEPS = "tf32,complex64,eig,ops,degeneracy,tests,notebooks:tf32,notebooks:clarke"
 
 
-def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:
+def run_dry(
+    tmp: Path, python: Path, steps: str = ALL_STEPS, call: list[str] | None = None
+) -> tuple:
+    """A dry run of the script: ``--steps steps`` with a wheel folder, or ``call`` without."""
     wheels = tmp / "wheels"
-    make_wheel(wheels)
-    make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
+    if call is None:
+        make_wheel(wheels)
+        make_wheel(wheels, "eigprec", "0.0.1")  # a stale package wheel: must not be installed
+        call = ["--steps", steps]
     out, site, work = tmp / "out", tmp / "site", tmp / "work"
     env = {**os.environ, "PYTHON": str(python), "EIGPREC_GPU_RECORD_DRYRUN": "1"}
     env.pop("OUT", None)
@@ -137,7 +143,7 @@ def run_dry(tmp: Path, python: Path, steps: str = ALL_STEPS) -> tuple:
     proc = subprocess.run(
         [
             *("/bin/bash", str(SCRIPT), "--out", str(out), "--wheels", str(wheels)),
-            *("--site", str(site), "--work", str(work), "--steps", steps),
+            *("--site", str(site), "--work", str(work), *call),
         ],
         capture_output=True,
         text=True,
@@ -193,6 +199,8 @@ def test_dry_run_sees_the_machines_torch_in_every_step(dry_run):
         assert step["torch"].startswith(stub), step
         assert any(step["torch"].startswith(p) for p in step["site_packages"]), step
         assert step["eigprec"] == str(ROOT / "src" / "eigprec" / "__init__.py")
+        # the recorders are `python -m eigprec_book.record ...`: the book's package, from here
+        assert step["eigprec_book"] == str(ROOT / "bookpkg" / "eigprec_book" / "__init__.py")
     assert summary["install"]["wheels"][0].endswith("gpurecfake-1.0-py3-none-any.whl")
     assert all("eigprec-" not in w for w in summary["install"]["wheels"])
     assert summary["install"]["notebooks_ready"] in (True, False)
@@ -372,7 +380,7 @@ def test_make_target_calls_the_script():
         text=True,
         check=True,
     )
-    assert "bash tools/gpu_record.sh --steps eig" in proc.stdout
+    assert "bash tools/gpu/gpu_record.sh --steps eig" in proc.stdout
 
 
 FAKE_PYTHON = """#!{real}
@@ -501,7 +509,7 @@ def test_notebook_step_skips_without_nbclient(tmp_path, fake_env, monkeypatch):
     monkeypatch.setattr(gpu_record, "NOTEBOOK_MODULES", ("no_such_module_for_eigprec",))
     gpu_record.notebooks(run, fake_env, full=False)
     (step,) = run.steps
-    assert step["status"] == "skipped" and "tools/gpu_wheels.py" in step["reason"]
+    assert step["status"] == "skipped" and "tools/gpu/gpu_wheels.py" in step["reason"]
 
 
 @pytest.mark.parametrize(
@@ -543,15 +551,100 @@ def test_versions_survives_a_hanging_probe(tmp_path, fake_env, monkeypatch):
     assert run.steps[-1]["status"] == "failed"
 
 
-def test_contributing_calls_cover_every_step_once_within_the_budget():
-    text = (ROOT / "CONTRIBUTING.md").read_text()
-    section = text.split("## Recording on a GPU machine", 1)[1].split("\n## ", 1)[0]
-    calls = re.findall(r"^\s*bash tools/gpu_record\.sh (.+?)(?:\s+#.*)?$", section, re.M)
+def _readme_calls() -> list[argparse.Namespace]:
+    text = (ROOT / "tools" / "gpu" / "README.md").read_text()
+    section = text.split("## Every call, one command each", 1)[1].split("\n## ", 1)[0]
+    calls = re.findall(r"^\s*bash tools/gpu/gpu_record\.sh (.+?)(?:\s+#.*)?$", section, re.M)
+    return [gpu_record.build_parser().parse_args(call.split()) for call in calls]
+
+
+def test_the_readme_calls_cover_every_step_once_within_the_budget():
+    calls = _readme_calls()
     assert len(calls) >= 2
     covered = []
-    for call in calls:
-        args = gpu_record.build_parser().parse_args(call.split())
+    for args in calls:
         assert args.budget <= 540  # a 10-minute call less the machine's start and transfers
-        covered += args.steps
+        covered += list(gpu_record.PLANS[args.plan]) if args.plan else args.steps
     chapters = [f"notebooks:{c}" for c in gpu_record.CHAPTERS]
     assert sorted(covered) == sorted([*gpu_record.RECORDERS, "tests", *chapters])
+    assert "tools/gpu/README.md" in (ROOT / "CONTRIBUTING.md").read_text()
+
+
+def test_the_prepared_call_records_the_three_questions_in_order_within_the_limits():
+    # Issue 50: complex64 under TF32, the k-th eigenvalue's grid (small shapes too) and the
+    # all-sample operator sweep, in ONE call of a 10-minute device tool with 15 minutes in all.
+    steps = list(gpu_record.PLANS["questions"])
+    assert steps == ["complex64", "eig", "ops"]
+    assert gpu_record.parse_steps(",".join(reversed(steps))) == steps  # the canonical order
+    assert _readme_calls()[0].plan == "questions"
+    worst = dict(gpu_record.plan(steps, 540, wheels=False))
+    assert worst["complex64"] == gpu_record.STEP_LIMITS["complex64"] == 60
+    assert worst["eig"] == gpu_record.STEP_LIMITS["eig"] == 200  # its measured 175 s fits
+    assert worst["ops"] >= 100  # the last step: what is left, at worst
+    assert sum(worst.values()) <= 540 <= 600 - 60
+    usual = dict(gpu_record.plan(steps, 540, wheels=False, setup_s=20))
+    assert usual["ops"] >= 240
+    # what comes back: summary, archive and one record per recorder
+    assert len(gpu_record.RECORDERS) + 2 <= gpu_record.MAX_OUT_FILES
+    # each step's command line is one its recorder accepts (with --budget where it takes one)
+    from eigprec_book.record.cli import build_parser
+
+    for name in steps:
+        extra = ["--budget", "100"] if name in ("eig", "ops") else []
+        build_parser().parse_args([name, "--out", "x.json", *extra])
+
+
+def test_the_prepared_call_carries_only_the_checkout():
+    # No wheel bundle: the recorders import nothing the GPU machine lacks (the bundle's
+    # packages are blocked here), and the tracked tree is far under the 64 MiB carried.
+    bundle = ["tqdm", "pygments", "yaml", "nbclient", "nbformat", "ipykernel", "transformers"]
+    bundle += ["myst_nb", "emerging_optimizers", "jupyter_client"]
+    probe = (
+        "import sys\n"
+        f"for m in {bundle!r}: sys.modules[m] = None\n"
+        "import eigprec_book.record.complex64, eigprec_book.record.eig, eigprec_book.record.ops\n"
+        "from eigprec_book.record.cli import build_parser\n"
+        "build_parser()\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'bookpkg'}"}
+    got = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert got.stdout.strip() == "ok", got.stderr[-2000:]
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], capture_output=True, check=True, cwd=ROOT
+    ).stdout.split(b"\0")
+    size = sum(
+        (ROOT / p.decode()).stat().st_size for p in tracked if p and (ROOT / p.decode()).is_file()
+    )
+    assert size < 16 * 2**20
+
+
+def test_a_dry_run_of_the_prepared_call(tmp_path, stand_in):
+    # no wheel folder: the prepared call carries nothing but the checkout
+    proc, out, _, _ = run_dry(tmp_path, stand_in, call=["--plan", "questions"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "at worst setup 150 s, complex64 60 s, eig 200 s, ops 125 s" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    names = [s["name"] for s in summary["steps"]]
+    assert names == ["install", "versions", "complex64", "eig", "ops"]
+    assert all(s["status"] == "skipped" for s in summary["steps"][2:])
+
+
+def test_the_steps_find_the_books_package_of_this_checkout(tmp_path):
+    # The layout split the recorders into bookpkg/ (eigprec_book.record); a step environment
+    # of <site>:src alone could not run `python -m eigprec_book.record` on the GPU machine.
+    env = gpu_record.step_environment(sys.executable, tmp_path / "site")
+    path = env["vars"]["PYTHONPATH"].split(os.pathsep)
+    assert path == [str(tmp_path / "site"), str(ROOT / "src"), str(ROOT / "bookpkg")]
+    probe = "import importlib.util as u; print(u.find_spec('eigprec_book.record').origin)"
+    got = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, **env["vars"]},
+    )
+    assert got.stdout.strip() == str(ROOT / "bookpkg" / "eigprec_book" / "record" / "__init__.py")

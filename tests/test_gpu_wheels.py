@@ -1,4 +1,4 @@
-"""tools/gpu_wheels.py: what the GPU machine gets carried, pinned, and within 64 MiB."""
+"""tools/gpu/gpu_wheels.py: what the GPU machine gets carried, pinned, and within 64 MiB."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "gpu"))
 import gpu_wheels
 
 

@@ -11,16 +11,20 @@ sample fails or differs between two plain runs (random output) are skipped, and 
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 
 import pytest
 import torch
-from eigprec_book.chapters.tf32.op_sweep import SOLVES, changed_ops
+from eigprec_book.chapters.tf32.op_sweep import SOLVES, changed_ops, kept_float32
 from eigprec_book.record.ops import op_db_float32
 from torch.utils._pytree import tree_leaves
 
 from eigprec import NotEmulatedWarning, emulate_tf32, matmul_precision
 from eigprec.audit import tf32_audit
+from eigprec.tf32.gpus import profile
+
+from .conftest import ROOT
 
 SAMPLES_PER_OP = 1
 MIN_OPERATORS = 300
@@ -145,3 +149,19 @@ def test_the_facts_cover_the_gpu_record():
             raise AssertionError(f"{p['op']} changed from size {p['starts_at']}: not listed")
         if name in ("linalg.eigvalsh", "linalg.eigh", "linalg.svdvals", "linalg.cholesky"):
             assert name not in changed, name
+
+
+def test_what_the_h200_kept_in_float32_is_what_the_hopper_profile_keeps():
+    kept = kept_float32(json.loads((ROOT / "book" / "data" / "ops_gpu.json").read_text()))
+    hopper = profile("hopper")
+    assert kept["bmm"] == kept["baddbmm"] == kept["einsum"] == {"kept": 16, "from": 64, "unit": "n"}
+    assert hopper.batched_up_to == kept["bmm"]["kept"]
+    for conv in ("conv1d", "conv2d"):
+        assert kept[conv] == {"kept": 16, "from": 64, "unit": "channels"}
+        assert hopper.conv_up_to[int(conv[4])] == kept[conv]["kept"]
+    assert kept["conv_transpose2d"]["kept"] == hopper.transposed_up_to[2]
+    assert kept["mm"]["kept"] is None and kept["conv3d"] == {
+        "kept": None,
+        "from": 4,
+        "unit": "channels",
+    }

@@ -81,8 +81,11 @@ def _tf32_env_meaning(name: str, value: str) -> str:
 
 # How the emulator's rounding rules read in the provenance box (see eigprec.tf32).
 _RULE_WORDS = {
-    "rna": "ties rounded away from zero, as on Ampere",
-    "rne": "ties rounded to even, as on the H100 and H200",
+    "rna": (
+        "ties rounded away from zero, as published for Ampere GPUs; "
+        "the book's H100 and H200 round ties to even"
+    ),
+    "rne": "ties rounded to even, as the H100 and H200 recorded for the book",
     "rz": "truncated",
 }
 

@@ -17,6 +17,10 @@ COMMANDS = {
         "spike experiment at real TF32, remedies' cost",
     ),
     "ops": ("eigprec_book.record.ops", "which float32 operators TF32 changes, from which size"),
+    "complex64": (
+        "eigprec_book.record.complex64",
+        "whether and how TF32 rounds complex64 mm, bmm and linear",
+    ),
 }
 
 

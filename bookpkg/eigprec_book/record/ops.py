@@ -6,8 +6,13 @@
   batched products, convolutions, solves and inverses, factorisations, vector @ matrix)
   at sizes 16 … 1024 per matrix dimension (channels for convolutions), so the record says
   from which size each starts to change;
-* then **every float32 operator of PyTorch's OpInfo database** (``op_db``) on its first
-  float32 sample, until the time budget is spent.
+* then **every float32 operator of PyTorch's OpInfo database** (``op_db``) on every float32
+  sample it gives (issue 50: on its first sample alone ``matmul`` was a dot product of two
+  vectors and ``linear`` had a 1-D input), within three bounds: at most :data:`MAX_SAMPLES`
+  samples and :data:`OP_SECONDS` seconds per operator, none over :data:`MAX_ELEMENTS`
+  elements; each row says how many samples it measured and what it left. Until the time
+  budget is spent; the record is written every 20 operators (``"partial": true``), so a
+  run stopped early keeps what it measured.
 
 Each call runs under three settings, each twice (the repeatability control), with the same
 seed before every call: ``off`` (the matmul and cuDNN TF32 switches both off), ``matmul``
@@ -23,23 +28,21 @@ that is what the unit tests exercise.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import itertools
 import math
 import sys
 import time
 import types
 import unittest
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.utils._pytree import tree_leaves, tree_map
 
-from eigprec.precision import _restore, _snapshot
 from eigprec.runtime import describe_runtime
+from eigprec_book.record._op_compare import ROUNDS, SETTINGS, Call, compare
 from eigprec_book.record._record import check_top_level, out_problem, write_record
 
 __all__ = [
@@ -58,135 +61,14 @@ __all__ = [
 
 # The format's name, from when the recorders were eigprec.bench (records keep it).
 SCHEMA = "eigprec.bench.ops/1"
-#: setting -> (matmul TF32 switch, cuDNN TF32 switch)
-SETTINGS: dict[str, tuple[bool, bool]] = {
-    "off": (False, False),
-    "matmul": (True, False),
-    "cudnn": (False, True),
-}
 SIZES = (16, 64, 256, 1024)
-#: Runs of each setting, interleaved across the settings (see :func:`compare`).
-ROUNDS = 3
+#: op_db samples measured per operator at most, its seconds, and a sample's largest size
+#: (elements over all its tensors): the bounds of the all-sample sweep (issue 50).
+MAX_SAMPLES = 24
+OP_SECONDS = 1.5
+MAX_ELEMENTS = 1 << 16
+DRY_MAX_SAMPLES = 3
 DRY_SIZES = (8, 16)
-
-Call = Callable[[], Any]
-
-
-@contextlib.contextmanager
-def _switches(matmul: bool, cudnn: bool) -> Iterator[None]:
-    # cuDNN's switch through its flags() context: torch's test helpers (op_db) lock the
-    # plain attribute (torch.backends.cudnn.disable_global_flags). The matmul switch is
-    # restored with every precision attribute it rewrites (fp32_precision among them).
-    old = _snapshot()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.backends.cuda.matmul.allow_tf32 = matmul
-    try:
-        with torch.backends.cudnn.flags(
-            enabled=torch.backends.cudnn.enabled,
-            benchmark=False,
-            deterministic=False,
-            allow_tf32=cudnn,
-        ):
-            yield
-    finally:
-        _restore(old)
-
-
-def _floats(out: Any) -> list[Tensor]:
-    leaves = [x for x in tree_leaves(out) if isinstance(x, Tensor)]
-    return [
-        x.detach().to("cpu", torch.float64) if x.is_floating_point() else x.cpu() for x in leaves
-    ]
-
-
-def _same(a: list[Tensor], b: list[Tensor]) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if x.layout != torch.strided:
-            x, y = x.to_dense(), y.to_dense()
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
-            return False
-    return True
-
-
-def _rel(a: list[Tensor], b: list[Tensor]) -> float | None:
-    """‖a − b‖/‖b‖ over the floating leaves (finite entries of b), or None if not comparable."""
-    num = den = 0.0
-    seen = False
-    for x, y in zip(a, b, strict=False):
-        if x.layout != torch.strided:
-            x, y = x.to_dense(), y.to_dense()
-        if not (x.is_floating_point() and y.is_floating_point()) or x.shape != y.shape:
-            continue
-        keep = torch.isfinite(x) & torch.isfinite(y)
-        num += float(((x - y)[keep] ** 2).sum())
-        den += float((y[keep] ** 2).sum())
-        seen = True
-    if not seen:
-        return None
-    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def compare(call: Call, reference: Call | None, device: str) -> dict[str, Any]:
-    """Run ``call`` under each setting :data:`ROUNDS` times, the settings interleaved, and
-    compare (the recorder's one measurement).
-
-    Args:
-        call: a float32 computation on ``device``.
-        reference: the same computation in float64, or None.
-        device: where it runs (``"cuda"`` or ``"cpu"``).
-
-    Returns:
-        ``{"repeatable": {setting: bool}, "change": {setting: float|None},
-        "changed": [settings], "error": {setting or "noise": float|None}}``; ``change`` of
-        ``off`` is its run-to-run difference (0 when repeatable).
-
-    Example:
-        >>> r = compare(lambda: torch.ones(3) @ torch.ones(3), None, "cpu")
-        >>> r["changed"], r["repeatable"]["off"]
-        ([], True)
-    """
-    # Rounds across the settings (off, matmul, cudnn, off, ...), not each setting's runs
-    # together: an operator with a few run-to-run outcomes (LAPACK's lstsq on an AMD EPYC at
-    # n <= 16) then shows its noise within a setting instead of passing for a change.
-    runs: dict[str, list[list[Tensor]]] = {name: [] for name in SETTINGS}
-    for _ in range(ROUNDS):
-        for name, (mm, cd) in SETTINGS.items():
-            with _switches(mm, cd):
-                torch.manual_seed(0)
-                out = call()
-                _sync(device)
-            runs[name].append(_floats(out))
-    ref = None
-    if reference is not None:
-        with _switches(False, False):
-            torch.manual_seed(0)
-            try:
-                ref = _floats(reference())
-            except Exception:  # (an operator without float64 on this device)
-                ref = None
-    base = runs["off"][0]
-    repeatable = {name: all(_same(r[0], x) for x in r[1:]) for name, r in runs.items()}
-    change = {name: _rel(r[0], base) for name, r in runs.items()}
-    noise = [v for v in (_rel(x, base) for x in runs["off"][1:]) if v is not None]
-    change["off"] = max(noise) if noise else None
-    changed = [
-        name
-        for name in ("matmul", "cudnn")
-        if repeatable[name] and repeatable["off"] and not _same(runs[name][0], base)
-    ]
-    error = {name: (_rel(r[0], ref) if ref is not None else None) for name, r in runs.items()}
-    return {"repeatable": repeatable, "change": change, "changed": changed, "error": error}
-
 
 # --------------------------------------------------------------------------- sized probes
 
@@ -383,33 +265,103 @@ def _to64(x: Any) -> Any:
     return x.to(torch.float64) if isinstance(x, Tensor) and x.dtype == torch.float32 else x
 
 
-def _op_row(op: Any, device: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"op": op.full_name}
-    if "empty" in op.name:
-        return {**row, "skipped": "uninitialised output"}
-    try:
-        samples = list(itertools.islice(op.sample_inputs(device, torch.float32), 1))
-    except Exception as exc:
-        return {**row, "skipped": f"no sample: {type(exc).__name__}"}
-    if not samples:
-        return {**row, "skipped": "no sample"}
-    s = samples[0]
-    args64 = tree_map(_to64, (s.input, s.args, s.kwargs))
+def _elements(sample: Any) -> int:
+    return sum(
+        x.numel()
+        for x in tree_leaves((sample.input, sample.args, sample.kwargs))
+        if isinstance(x, Tensor)
+    )
+
+
+def _shapes(sample: Any) -> list[list[int]]:
+    leaves = tree_leaves((sample.input, sample.args))
+    return [list(x.shape) for x in leaves if isinstance(x, Tensor)][:4]
+
+
+def _measure(op: Any, sample: Any, device: str) -> dict[str, Any]:
+    args64 = tree_map(_to64, (sample.input, sample.args, sample.kwargs))
 
     def call() -> Any:
-        return op(s.input, *s.args, **s.kwargs)
+        return op(sample.input, *sample.args, **sample.kwargs)
 
     def reference() -> Any:
         return op(args64[0], *args64[1], **args64[2])
 
-    shapes = [list(x.shape) for x in tree_leaves((s.input, s.args)) if isinstance(x, Tensor)]
-    row["shapes"] = shapes[:4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compare(call, reference, device)
+
+
+def _worst(values: list[float | None]) -> float | None:
+    seen = [v for v in values if v is not None]
+    return max(seen) if seen else None
+
+
+def _op_row(
+    op: Any,
+    device: str,
+    max_samples: int = MAX_SAMPLES,
+    op_seconds: float = OP_SECONDS,
+    max_elements: int = MAX_ELEMENTS,
+) -> dict[str, Any]:
+    """One operator over every float32 sample op_db gives it, within the three bounds.
+
+    A sample with more than ``max_elements`` elements is left out; after ``max_samples``
+    samples, or once ``op_seconds`` are spent (the first sample is always measured), the
+    rest is not generated. The row says how many were measured (``samples``), what was left
+    (``samples_left``), and aggregates the measurements: changed under a switch if any sample
+    changed (``changed_samples`` counts them, ``first_changed_shapes`` names the first),
+    repeatable if every sample repeated, the largest change and error.
+    """
+    row: dict[str, Any] = {"op": op.full_name}
+    if "empty" in op.name:
+        return {**row, "skipped": "uninitialised output"}
+    start = time.monotonic()
+    results: list[tuple[list[list[int]], dict[str, Any]]] = []
+    left: dict[str, Any] = {}
+    failures: list[str] = []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row.update(compare(call, reference, device))
-    except Exception as exc:
-        row["failed"] = f"{type(exc).__name__}: {exc}"[:300]
+        samples = iter(op.sample_inputs(device, torch.float32))
+        for sample in samples:
+            if _elements(sample) > max_elements:
+                left["too_large"] = left.get("too_large", 0) + 1
+                continue
+            if len(results) >= max_samples:
+                left["more"] = True
+                break
+            if results and time.monotonic() - start > op_seconds:
+                left["time"] = True
+                break
+            try:
+                results.append((_shapes(sample), _measure(op, sample, device)))
+            except Exception as exc:  # recorded, not lost
+                failures.append(f"{type(exc).__name__}: {exc}"[:300])
+    except Exception as exc:  # generating the samples failed
+        if not results and not failures:
+            return {**row, "skipped": f"no sample: {type(exc).__name__}"}
+        left["generation_failed"] = f"{type(exc).__name__}"
+    if not results:
+        if failures:
+            return {**row, "failed": failures[0]}
+        if left.get("too_large"):
+            return {**row, "skipped": f"every sample over {max_elements} elements"}
+        return {**row, "skipped": "no sample"}
+    measured = [r for _, r in results]
+    row["shapes"] = results[0][0]
+    row["samples"] = len(results)
+    row["repeatable"] = {k: all(r["repeatable"][k] for r in measured) for k in SETTINGS}
+    row["change"] = {k: _worst([r["change"][k] for r in measured]) for k in SETTINGS}
+    row["error"] = {k: _worst([r["error"][k] for r in measured]) for k in SETTINGS}
+    switches = ("matmul", "cudnn")
+    row["changed"] = [k for k in switches if any(k in r["changed"] for r in measured)]
+    row["changed_samples"] = {k: sum(k in r["changed"] for r in measured) for k in switches}
+    first = {k: next((sh for sh, r in results if k in r["changed"]), None) for k in switches}
+    if any(first.values()):
+        row["first_changed_shapes"] = {k: v for k, v in first.items() if v is not None}
+    if failures:
+        row["failed_samples"] = len(failures)
+    if left:
+        row["samples_left"] = left
     return row
 
 
@@ -419,8 +371,10 @@ def sweep(
     budget_s: float = 200.0,
     limit: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    max_samples: int = MAX_SAMPLES,
+    op_seconds: float = OP_SECONDS,
 ) -> dict[str, Any]:
-    """The sized probes, then op_db, under one time budget.
+    """The sized probes, then op_db on every sample, under one time budget.
 
     Args:
         device: ``"cuda"`` (or ``"cpu"`` for a dry run).
@@ -428,10 +382,12 @@ def sweep(
         budget_s: seconds; no new operator is started after it (the rest counted as not
             reached). The probes get at most 40 % of it.
         limit: at most this many op_db operators (None: all).
-        progress: called with the partial record after the probes and every 50 operators.
+        progress: called with the partial record after the probes and every 20 operators.
+        max_samples: op_db samples measured per operator at most.
+        op_seconds: seconds per operator after its first sample.
 
     Returns:
-        ``{"probes", "operators", "not_reached", "counts", "seconds"}``.
+        ``{"probes", "operators", "not_reached", "bounds", "counts", "seconds"}``.
 
     Raises:
         ValueError: if ``budget_s`` is not positive or ``sizes`` is empty.
@@ -441,13 +397,18 @@ def sweep(
     start = time.monotonic()
     out: dict[str, Any] = {"probes": _probe_rows(sizes, device, start + 0.4 * budget_s)}
     out["operators"], out["not_reached"] = [], []
+    out["bounds"] = {
+        "max_samples": max_samples,
+        "op_seconds": op_seconds,
+        "max_elements": MAX_ELEMENTS,
+    }
     ops = op_db_float32(device)[:limit]
     for i, op in enumerate(ops):
         if time.monotonic() - start > budget_s:
             out["not_reached"] = [o.full_name for o in ops[i:]]
             break
-        out["operators"].append(_op_row(op, device))
-        if progress is not None and i % 50 == 0:
+        out["operators"].append(_op_row(op, device, max_samples, op_seconds))
+        if progress is not None and i % 20 == 0:  # (a killed run keeps what it measured)
             progress({**out, "counts": _counts(out), "seconds": time.monotonic() - start})
     out["counts"] = _counts(out)
     out["seconds"] = round(time.monotonic() - start, 1)
@@ -460,6 +421,7 @@ def _counts(out: dict[str, Any]) -> dict[str, int]:
     return {
         "operators": len(rows),
         "measured": len(measured),
+        "samples": sum(r.get("samples", 1) for r in measured),
         "changed_matmul": sum("matmul" in r["changed"] for r in measured),
         "changed_cudnn": sum("cudnn" in r["changed"] for r in measured),
         "not_repeatable": sum(not all(r["repeatable"].values()) for r in measured),
@@ -498,6 +460,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=float, default=200.0, help="seconds for the record")
     parser.add_argument("--limit", type=int, default=None, help="at most this many operators")
     parser.add_argument(
+        "--max-samples",
+        type=int,
+        default=MAX_SAMPLES,
+        help="op_db samples measured per operator at most (1: the first sample only)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="a small record on the CPU (checks the recorder)"
     )
 
@@ -511,8 +479,12 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when written, 2 when refused (no CUDA GPU, a non-positive budget or limit).
     """
-    if not args.budget > 0 or (args.limit is not None and args.limit < 1):
-        print("eigprec_book.record ops: --budget and --limit must be positive", file=sys.stderr)
+    max_samples = getattr(args, "max_samples", MAX_SAMPLES)
+    if not args.budget > 0 or (args.limit is not None and args.limit < 1) or max_samples < 1:
+        print(
+            "eigprec_book.record ops: --budget, --limit and --max-samples must be positive",
+            file=sys.stderr,
+        )
         return 2
     problem = out_problem(args.out)
     if problem is not None:
@@ -534,7 +506,10 @@ def run(args: argparse.Namespace) -> int:
     def partial(body: dict[str, Any]) -> None:
         write_record({**head, **body, "partial": True}, args.out)
 
-    body = sweep(device, DRY_SIZES if dry else SIZES, args.budget, limit, partial)
+    if dry:
+        max_samples = min(max_samples, DRY_MAX_SAMPLES)
+    sizes = DRY_SIZES if dry else SIZES
+    body = sweep(device, sizes, args.budget, limit, partial, max_samples=max_samples)
     record = {**head, **body, "partial": False}
     validate_record(record)
     path = write_record(record, args.out)

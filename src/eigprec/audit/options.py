@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from eigprec.tf32.gpus import check_gpu
 from eigprec.tf32.rounding import check_rounding
 
 __all__: list[str] = []
@@ -49,5 +50,7 @@ def check_audit_args(
     only_enabled: Any = False,
     skip: Any = ("torch", "eigprec"),
     depth: Any = 1,
+    gpu: Any = None,
 ) -> None:
     check_options(rounding, float64_limit, only_enabled, skip, depth)
+    check_gpu(gpu)

@@ -95,6 +95,7 @@ from eigprec.audit.measures import ENTRY_FLOOR
 from eigprec.audit.mode import AuditMode, Settings, module_paths
 from eigprec.audit.options import check_audit_args, check_options
 from eigprec.audit.rows import record_rows
+from eigprec.tf32.gpus import profile
 from eigprec.tf32.plain import PlainCalls
 from eigprec.tf32.rounding import check_rounding
 
@@ -247,7 +248,8 @@ class AuditReport:
 
         ATen operator name -> (calls, what a TF32 GPU does for it): fused attention, the
         fused transformer fast path, oneDNN's/cuDNN's fused RNNs, ``_trilinear``
-        (``nn.Bilinear``). Listed under the tables, never silently skipped.
+        (``nn.Bilinear``), and complex64 GEMMs (``"mm[complex64]"``...: not measured on a
+        GPU yet). Listed under the tables, never silently skipped.
         """
         with self._settings.lock:
             return {k: (v[0], v[1]) for k, v in self._settings.not_covered.items()}
@@ -338,6 +340,7 @@ def tf32_audit(
     only_enabled: bool = False,
     skip: tuple[str, ...] = ("torch", "eigprec"),
     depth: int = 1,
+    gpu: str | None = None,
 ) -> Iterator[AuditReport]:
     """Measure, per call site, what TF32 would do to each float32 product of a code block.
 
@@ -362,13 +365,16 @@ def tf32_audit(
             ``("torch",)`` to see lines inside ``eigprec`` itself.
         depth: how many of your frames identify a site (2 separates the callers of a
             helper that does the product).
+        gpu: the GPU to model, as in :func:`~eigprec.emulate_tf32`: ``"hopper"`` leaves out
+            the small products the book's H200 kept in float32 and rounds ties to even
+            (unless ``rounding`` says otherwise); None audits every float32 product.
 
     Yields:
         An :class:`AuditReport`, filled as the block runs.
 
     Raises:
-        ValueError: for an unknown ``rounding``, a negative ``float64_limit`` or a
-            ``depth`` below 1.
+        ValueError: for an unknown ``rounding`` or ``gpu``, a negative ``float64_limit`` or
+            a ``depth`` below 1.
         TypeError: for arguments of the wrong type (NumPy integers count as ints, bools
             do not). Both are raised where ``tf32_audit(...)`` is called.
 
@@ -382,8 +388,9 @@ def tf32_audit(
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
     float64_limit, depth = check_options(rounding, float64_limit, only_enabled, skip, depth)
-    rounding = check_rounding(rounding)
-    settings = Settings(rounding, float64_limit, only_enabled, skip, depth)
+    model = profile(gpu)
+    rounding = check_rounding(model.rounding if rounding is None and model else rounding)
+    settings = Settings(rounding, float64_limit, only_enabled, skip, depth, gpu=model)
     plain = PlainCalls()
     with AuditMode(settings), plain, module_paths(settings, plain):
         yield AuditReport(settings)

@@ -45,7 +45,7 @@ from torch.utils._pytree import tree_leaves
 
 from eigprec._context import reusable
 from eigprec.precision import _pinned
-from eigprec.tf32 import core, opaque, plain, settings
+from eigprec.tf32 import core, gpus, opaque, plain, settings
 from eigprec.tf32.dispatch import (
     CONVS,
     GUARDED_JVP_FUNCS,
@@ -98,6 +98,8 @@ class TF32EmulationMode(plain.TF32Mode, TorchDispatchMode):
         force: emulate on devices with real TF32 too.
         convolutions: emulate convolutions; None follows cuDNN's switch.
         matmuls: emulate GEMMs; None follows the matmul switch (:func:`tf32_matmul_enabled`).
+        gpu: the GPU modelled (:mod:`eigprec.tf32.gpus`): products it keeps in float32 run
+            unchanged; None rounds every product the switches allow.
     """
 
     def __init__(
@@ -106,12 +108,14 @@ class TF32EmulationMode(plain.TF32Mode, TorchDispatchMode):
         force: bool,
         convolutions: bool | None = None,
         matmuls: bool | None = None,
+        gpu: gpus.GPUProfile | None = None,
     ) -> None:
         super().__init__()
         self.rounding = rounding
         self.force = force
         self.convolutions = convolutions  # None: follow cuDNN's convolution switch
         self.matmuls = matmuls  # None: follow the matmul switch (the audit's side run: True)
+        self.gpu = gpu
         self.graph_products = 0  # emulated forward products that autograd recorded
         self.forward_products = 0  # emulated products outside any backward, any grad mode
         self.not_covered: dict[str, int] = {}  # opaque operator -> calls (run unchanged)
@@ -143,7 +147,13 @@ class TF32EmulationMode(plain.TF32Mode, TorchDispatchMode):
         token = _DECIDED.set(True)
         try:
             if not self._wants(args, operands, is_conv):
+                if gpus.complex64_operands(args, operands) and self._wants(
+                    args, operands, is_conv, torch.complex64
+                ):
+                    self._complex64(packet)
                 return func(*args, **kwargs)
+            if self.gpu is not None and self.gpu.keeps_float32(packet, args):
+                return func(*args, **kwargs)  # (as the named GPU runs it: float32)
             if torch._C._current_autograd_node() is None:
                 self.forward_products += 1  # (any grad mode: custom Functions run without)
                 if torch.is_grad_enabled() and any(
@@ -194,10 +204,28 @@ class TF32EmulationMode(plain.TF32Mode, TorchDispatchMode):
                 stacklevel=3,
             )
 
-    def _wants(self, args: tuple[Any, ...], operands: tuple[int, ...], is_conv: bool) -> bool:
+    def _complex64(self, packet: Any) -> None:
+        # Once per operator and block, as for the operators the emulator cannot reach.
+        name = f"{packet.__name__}[complex64]"
+        self.not_covered[name] = self.not_covered.get(name, 0) + 1
+        if self.not_covered[name] == 1:
+            warnings.warn(
+                f"emulate_tf32: aten.{packet.__name__} of complex64 operands ran unchanged: "
+                f"{gpus.COMPLEX64_GAP}.",
+                NotEmulatedWarning,
+                stacklevel=3,
+            )
+
+    def _wants(
+        self,
+        args: tuple[Any, ...],
+        operands: tuple[int, ...],
+        is_conv: bool,
+        dtype: torch.dtype = torch.float32,
+    ) -> bool:
         mats = [args[i] for i in operands if i < len(args)]
         if len(mats) != len(operands) or not all(
-            isinstance(m, torch.Tensor) and m.dtype == torch.float32 for m in mats
+            isinstance(m, torch.Tensor) and m.dtype == dtype for m in mats
         ):
             return False
         if is_conv:
@@ -364,7 +392,10 @@ class GraphMarker(TorchFunctionMode):
 
 
 def _check_emulate_args(
-    rounding: object = None, force: object = False, convolutions: object = None
+    rounding: object = None,
+    force: object = False,
+    convolutions: object = None,
+    gpu: object = None,
 ) -> None:
     # Run when emulate_tf32(...) is called, before any ``with`` (see _context.reusable).
     check_rounding(rounding)
@@ -372,163 +403,64 @@ def _check_emulate_args(
         raise TypeError(f"force must be a bool, got {type(force).__name__}")
     if convolutions is not None and not isinstance(convolutions, bool):
         raise TypeError(f"convolutions must be a bool or None, got {type(convolutions).__name__}")
+    gpus.check_gpu(gpu)
 
 
 @reusable(check=_check_emulate_args)
 def emulate_tf32(
-    rounding: str | None = None, force: bool = False, convolutions: bool | None = None
+    rounding: str | None = None,
+    force: bool = False,
+    convolutions: bool | None = None,
+    gpu: str | None = None,
 ) -> Iterator[None]:
-    r"""Make float32 matmuls and convolutions behave as on a TF32 GPU, on hardware without TF32.
+    r"""Run float32 matmuls and convolutions as a TF32 GPU runs them, on hardware without TF32.
 
-    Inside the context every float32 GEMM -- whatever Python call led to it: ``@``,
-    ``matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``einsum``,
-    ``tensordot``, ``linalg.multi_dot``, ``nn.functional.linear``, their Tensor-method
-    forms, and the products autograd computes in a backward pass -- rounds its two
-    multiplied float32 operands with :func:`round_tf32` and accumulates in float32,
-    but only when :func:`tf32_matmul_enabled` says a TF32-capable GPU would use TF32.
-    The mode intercepts ATen's GEMM operators (``mm``, ``bmm``, ``addmm``,
-    ``baddbmm``, ``addbmm``), so a chain such as ``multi_dot`` rounds each
-    intermediate product as the GPU does, and the additive term of ``addmm``-style ops
-    (``linear``'s bias) stays float32, as in cuBLAS. It works the same under
-    ``torch.no_grad()`` and ``torch.inference_mode()``.
+    In the block every float32 GEMM that reaches ATen (``@``, ``mm``, ``bmm``, ``einsum``,
+    ``linear``, autograd's backward products; under ``no_grad`` and ``inference_mode`` too)
+    has its two operands rounded with :func:`round_tf32` and sums in float32, as a tensor
+    core does, wherever :func:`tf32_matmul_enabled` says a TF32 GPU would use TF32 now;
+    convolutions and RNNs follow cuDNN's switches (TF32 by default even at 'highest'). As on
+    a GPU, matrix-vector products, ``vector @ matrix`` and the derivative formulas torch runs
+    under ``NoTF32Guard`` stay float32. Products it cannot reach (fused attention and
+    transformer paths, fused RNNs, GPU solves) and complex64 products (not measured on a GPU
+    yet) run unchanged with a :class:`NotEmulatedWarning`, once per operator and block; a
+    backward run after the block warns (:class:`BackwardAfterExitWarning`). Settings are
+    read at each call, in the entering thread (in full: the API page, "decided behaviour").
 
-    Convolutions (``conv1d/2d/3d``, transposed ones, ``nn.Conv*``; forward and
-    backward) are emulated as cuDNN's TF32 path runs them: input and weight (in the
-    backward pass also the output gradient) rounded to TF32, float32 accumulation,
-    bias added in float32 and its gradient an unrounded sum. cuDNN has its own switch,
-    ``torch.backends.cudnn.allow_tf32`` (``cudnn.conv.fp32_precision``), which is on by
-    default even at 'highest'; with ``convolutions=None`` convolutions are emulated
-    exactly when it is on, ``True``/``False`` override it.
-
-    As on a GPU, nothing is rounded inside the derivative formulas that torch runs under
-    ``at::NoTF32Guard`` (``torch/csrc/autograd/FunctionsManual.cpp``): the backwards of
-    ``eigh``/``eig``, ``svd``, ``cholesky``, ``cholesky_inverse``, ``pinv``, ``lstsq``,
-    ``qr``, ``matrix_exp``, ``det``, ``solve_triangular``/``triangular_solve`` and
-    ``cholesky_solve``, ``linalg.solve``, ``lu_solve``, ``lu`` and ``lu_factor`` keep their
-    products in float32, and so do the forward-mode (jvp) formulas guarded there: products
-    inside a call of ``linalg.solve``, ``lu_solve``, ``lu``, ``lu_factor``, ``cholesky``,
-    ``svd``/``svdvals``, ``eig``/``eigvals``, ``eigh``/``eigvalsh``, ``qr``, ``lstsq``,
-    ``solve_triangular``, ``pinv``, ``matrix_exp``, ``torch.cholesky_solve`` or
-    ``torch.cholesky_inverse`` (their ``_ex`` forms included;
-    ``eigprec.tf32.dispatch.GUARDED_JVP_FUNCS``; the list is torch 2.13.0's). Recurrent layers
-    (``nn.RNN``, ``nn.GRU``, ``nn.LSTM``) follow cuDNN's RNN switch,
-    ``torch.backends.cudnn.rnn.fp32_precision`` (``'tf32'`` by default), not the matmul
-    switch, as cuDNN does; on the CPU ``nn.LSTM`` runs oneDNN's fused kernel, so where TF32
-    applies it is run through a copy of ATen's native cell loop made of visible pieces (bit
-    for bit what torch runs with oneDNN off; no process-wide switch is touched).
-    ``torch.cdist``'s matrix-product path and ``nn.Bilinear`` (``_trilinear``) are
-    rebuilt from visible pieces and emulated.
-
-
-    Run but not covered (a :class:`NotEmulatedWarning` names each, once per block, where
-    TF32 would apply): fused attention (``F.scaled_dot_product_attention`` forward and
-    backward; on a TF32 GPU float32 runs the memory-efficient kernel, whose CUTLASS GEMMs
-    use 3xTF32 -- about float32 accuracy -- whatever the switches, so float32 is close to
-    what the GPU does; the GPU uses TF32 in attention only on the math path, and under
-    ``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`` the same ``bmm``s run here and are
-    emulated), the fused transformer fast path of ``nn.TransformerEncoderLayer``
-    /``nn.MultiheadAttention`` in eval or ``no_grad`` (its GEMMs follow the matmul switch on
-    a GPU; ``torch.backends.mha.set_fastpath_enabled(False)`` makes it emulated),
-    fused RNN kernels where they still run, and float32 solves, inverses and LU
-    factorisations (``linalg.solve``, ``inv``, ``solve_triangular``, ``triangular_solve``,
-    ``lu_solve``, ``lu_factor``, ``lu``): LAPACK here, blocked algorithms with TF32 GEMM
-    updates on a GPU (measured on an H200: relative change ~1e-4; the warning gives the
-    figures), so put ``'highest'`` around GPU solves. ``cholesky``, ``cholesky_solve``,
-    ``qr``, ``lstsq``, ``eigh`` and ``svd`` did not change there and run unwarned.
-    Sparse and nested tensors pass through untouched (cuSPARSE is not the cuBLAS path
-    emulated here). Autocast runs ``cdist``,
-    ``pdist`` and ``dist`` in float32 (``autocast_mode.cpp``), so their products are
-    emulated under autocast too.
-
-    Not rounded: matrix-vector and vector-vector products (``mv``, ``addmv``, ``dot``,
-    ``matrix @ vector``), which PyTorch keeps out of TF32 on a GPU (``NoTF32Guard`` in
-    its gemv path); ``vector @ matrix`` and ``F.linear`` of a 1-D input, one-row GEMMs in
-    ATen that the measured H100 and H200 ran in float32 at 'high'; reductions; other
-    dtypes (under autocast the operands arrive already cast to fp16/bf16). Left exactly
-    as without the context: eigenvalues and singular values without vectors
-    (``eigvalsh``, ``svdvals``, ``eigvals`` and the spectral norms, ``cond`` and
-    ``matrix_rank`` built on them), which a TF32 GPU does not change but which ATen would
-    compute through the vector path whenever a dispatch mode is active. Not covered:
-    ``torch.compile``d code (Inductor's
-    Triton kernels choose their own ``tl.dot`` input precision, which may round
-    differently from cuBLAS; compiling under this context is untested -- do not rely
-    on it) and products computed inside custom kernels that bypass ATen's
-    dispatcher. The settings are read at every call, so code that switches precision
-    inside the context is emulated faithfully. Devices with real TF32 (CUDA, compute
-    capability >= 8.0) are left to the hardware unless ``force=True``. Nested
-    contexts: the innermost one decides.
-
-    ``torch.func``: forward-mode transforms (``jvp``, ``jacfwd``, ``vmap`` of them) run
-    inside the block and are emulated; the reverse-mode ones (``grad``, ``vjp``, ``jacrev``,
-    ``hessian``, ``vmap(grad(...))``) refuse the block's saved-tensor hooks, and the block
-    raises ``RuntimeError`` naming the ways around: ``torch.autograd.grad`` or
-    ``.backward()`` inside the block (per sample in a loop), or forward mode.
-
-    Scope (what "inside" means): emulation covers the operators that run while the
-    block is active *in the thread that entered it*, as torch's dispatch modes are
-    thread-local. A backward pass started inside the block is emulated (autograd
-    runs it under the calling thread's thread-local state). A backward pass of a
-    graph recorded inside the block but run after the block has exited is not
-    emulated -- like a real GPU whose TF32 setting was switched off before
-    ``backward()`` -- and emits a :class:`BackwardAfterExitWarning` so that it cannot
-    go unnoticed (custom ``autograd.Function``\ s and reentrant checkpointing included).
-    Threads started inside the block are not emulated; enter ``emulate_tf32`` in each of them. While
-    the block is active, other threads' :func:`eigprec.matmul_precision` blocks that
-    would change the precision wait until it exits, so they cannot switch the
-    emulation off midway (torch's setters called directly can).
-
-    One process-wide setting is changed while an emulated product runs on the CPU. Where
-    oneDNN may run float32 products in reduced precision (its float32 setting for the
-    product, ``torch.backends.mkldnn.matmul.fp32_precision`` or
-    ``torch.backends.mkldnn.conv.fp32_precision``, is ``'tf32'`` or ``'bf16'``;
-    ``torch.set_float32_matmul_precision`` sets the matmul one to ``'tf32'`` at ``'high'``
-    and ``'bf16'`` at ``'medium'``), each emulated product holds that setting at ``'ieee'``
-    while it runs, for the float32 accumulation it promises, and the last of concurrent
-    products puts it back exactly. Torch keeps this setting for the whole process, with no
-    thread-local form, so meanwhile other threads that read the attribute see ``'ieee'``
-    and their own float32 oneDNN products run in IEEE float32: more precise than their
-    setting allows, never less. eigprec's readers see the value that was set throughout
-    (:func:`eigprec.current_matmul_precision`, and what :func:`eigprec.matmul_precision`
-    saves and restores). Where the setting is already ``'ieee'`` (the default, and
-    ``'highest'``) nothing is changed.
-
-    As a decorator (``@emulate_tf32()``) it runs every call of the function in a block. A
-    generator function or an ``async def`` function is stepped: the block is entered each
-    time the body runs and left each time the body yields or suspends at an ``await``, so
-    the body's products are emulated and the caller's, between its steps, are not (a
-    graph recorded in one step and backpropagated in another counts as after the block).
-    A body that keeps a block of its own open across a yield or await is closed and
-    ``RuntimeError`` raised; an async generator function is refused with ``TypeError``.
+    While an emulated product runs on the CPU, oneDNN's process-wide float32 setting is held
+    at ``'ieee'`` (other threads then run theirs in IEEE float32 too); as a decorator it
+    steps generator and ``async def`` bodies (both: the API page, "decided behaviour").
 
     Args:
-        rounding: how operands are rounded to TF32: ``"rna"`` matches the public
-            observations of cuBLAS on Ampere GPUs; an H100 (torch 2.11, CUDA 13) recorded
-            for the book rounded ties to even, ``"rne"``. The tie rule is the GPU's.
-            None: ``eigprec.tf32.default_rounding()`` (``"rna"`` unless the environment variable
-            ``EIGPREC_TF32_ROUNDING`` says otherwise), read when the block is entered.
-        force: emulate on devices with real TF32 too.
-        convolutions: emulate convolutions; None follows cuDNN's TF32 switch.
+        rounding: ``"rna"`` (ties away, as observed on Ampere), ``"rne"`` (ties to even, as
+            the book's H100) or ``"rz"``; None: the ``gpu``'s rule, else ``"rna"`` unless
+            ``EIGPREC_TF32_ROUNDING`` says otherwise.
+        force: emulate on devices with real TF32 (compute capability >= 8.0) too.
+        convolutions: emulate convolutions; None follows cuDNN's switch.
+        gpu: ``"hopper"``: ties to even, and the small batched products and convolutions the
+            book's H200 kept in float32 stay float32; ``"ampere"``: ties away; None: all
+            products the switches allow are rounded, an upper bound at small sizes.
 
     Yields:
         None.
 
     Raises:
-        ValueError: if ``rounding`` is not one of ``ROUNDINGS`` (``"rna"``, ``"rne"``, ``"rz"``).
-        TypeError: if ``force`` is not a bool or ``convolutions`` neither a bool nor None,
-            or the object decorates an async generator function.
-        RuntimeError: where ``torch.func.grad``, ``vjp``, ``jacrev`` or ``hessian`` runs in
-            the block (see above).
+        ValueError: for an unknown ``rounding`` or ``gpu``.
+        TypeError: for a ``force`` or ``convolutions`` that is not a bool (or None).
+        RuntimeError: where ``torch.func``'s reverse-mode transforms run in the block.
 
     Example:
         >>> import torch
+        >>> from eigprec import matmul_precision
         >>> a = torch.tensor([[1 + 2**-11]])
-        >>> torch.backends.cuda.matmul.fp32_precision = "tf32"  # as 'high' does
-        >>> with emulate_tf32():
+        >>> with matmul_precision("high"), emulate_tf32():
         ...     (a @ a).item()  # (1 + 2**-10)**2: the operand was rounded
         1.0019540786743164
-        >>> torch.backends.cuda.matmul.fp32_precision = "none"
     """
-    mode = TF32EmulationMode(check_rounding(rounding), force, convolutions)
+    model = gpus.profile(gpu)
+    if rounding is None and model is not None:
+        rounding = model.rounding
+    mode = TF32EmulationMode(check_rounding(rounding), force, convolutions, gpu=model)
     hooks = torch.autograd.graph.saved_tensors_hooks(*saved_tensor_hooks(mode))
     with _pinned(), mode, GraphMarker(mode), hooks:
         try:

@@ -288,13 +288,16 @@ def _conv_precision(value: str) -> Iterator[None]:
         conv.fp32_precision = old
 
 
-def _precision(mode: str, device: torch.device, emulated: bool, rounding: str | None) -> Any:
+def _precision(
+    mode: str, device: torch.device, emulated: bool, rounding: str | None, gpu: str | None = None
+) -> Any:
     """The settings of one run: 'float32', 'high' or 'float64'."""
     stack = contextlib.ExitStack()
     if mode == "high":
         stack.enter_context(matmul_precision("high"))
         if emulated:
-            stack.enter_context(emulate_tf32(rounding=rounding, force=device.type == "cuda"))
+            force = device.type == "cuda"
+            stack.enter_context(emulate_tf32(rounding=rounding, force=force, gpu=gpu))
         elif device.type == "cuda":
             stack.enter_context(_conv_precision("tf32"))
     else:
@@ -329,6 +332,7 @@ def tf32_effects(
     emulated: bool | None = None,
     rounding: str | None = None,
     float64: bool = True,
+    gpu: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """TF32's end-to-end effect on one model: evaluation logits, training loss, gradients.
 
@@ -344,8 +348,11 @@ def tf32_effects(
         device: where to run (``"cpu"``, ``"cuda"``).
         emulated: TF32 emulated (:func:`eigprec.emulate_tf32`, forced on a GPU) or real;
             None: real where the device has TF32, emulated elsewhere.
-        rounding: the emulator's TF32 rounding (None: its default).
+        rounding: the emulator's TF32 rounding (None: its default, or the ``gpu``'s rule).
         float64: also measure float32 against float64.
+        gpu: the GPU the emulator models (:func:`eigprec.emulate_tf32`'s ``gpu``):
+            ``"hopper"`` keeps in float32 the small convolutions and batched products the
+            book's H200 kept in float32; None rounds every product.
 
     Returns:
         ``{"high": {...}, "float32": {...}}``: each maps ``"logits"``, ``"loss"`` and
@@ -367,7 +374,7 @@ def tf32_effects(
     model, batch = build_architecture(name, seed)
     model, batch = model.to(device), _to(batch, device, torch.float32)
     fp32 = _run(model, batch, _precision("float32", device, emulated, rounding))
-    high = _run(model, batch, _precision("high", device, emulated, rounding))
+    high = _run(model, batch, _precision("high", device, emulated, rounding, gpu))
     result = {"high": _relative(high, fp32)}
     if float64:
         fp64 = _run(

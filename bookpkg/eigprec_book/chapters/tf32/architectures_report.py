@@ -27,6 +27,7 @@ from eigprec_book.chapters.tf32.architectures import (
     product_family,
     tf32_effects,
 )
+from eigprec_book.chapters.tf32.experiments import median
 
 __all__ = ["ArchitecturesReport", "architectures_report", "forward_flops", "highest_for"]
 
@@ -172,7 +173,7 @@ def _short(name: str) -> str:
 
 
 def _median(values: list[float]) -> float:
-    return float(torch.tensor(values, dtype=torch.float64).median())
+    return median(torch.tensor(values, dtype=torch.float64))
 
 
 def architectures_report(

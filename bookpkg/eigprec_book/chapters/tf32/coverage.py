@@ -19,6 +19,12 @@ import torch.nn.functional as F
 from eigprec import NotEmulatedWarning
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import emulate_tf32
+from eigprec.tf32.gpus import profile
+
+# What the book's H200 kept in float32 (book/data/ops_gpu.json, through the library's
+# "hopper" profile, which tests/test_tf32_gpu_profile.py holds to that record).
+_HOPPER = profile("hopper")
+_N, _C = _HOPPER.batched_up_to, _HOPPER.conv_up_to[2]
 
 __all__ = ["TF32_COVERAGE", "emulator_coverage"]
 
@@ -28,7 +34,9 @@ __all__ = ["TF32_COVERAGE", "emulator_coverage"]
 TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
     {
         "op": "matmul family: @, matmul, mm, bmm, addmm, baddbmm, einsum, nn.Linear",
-        "gpu": "TF32",
+        "gpu": f"TF32; on the H200 recorded for the book bmm and baddbmm (einsum, 3-D matmul, "
+        f"attention's math path) stayed float32 up to {_N}×{_N}×{_N}, and one-row products "
+        "at every length; the emulator rounds those unless told the GPU (gpu='hopper')",
         "switch": "cuda.matmul.fp32_precision ('high', 'medium')",
         "probe": "mm",
         "cite": "pytorch_cuda_notes",
@@ -49,7 +57,9 @@ TF32_COVERAGE: tuple[dict[str, str | None], ...] = (
     },
     {
         "op": "convolutions (cuDNN)",
-        "gpu": "TF32 by default, even at 'highest'",
+        "gpu": f"TF32 by default, even at 'highest'; on the H200 conv1d, conv2d and "
+        f"conv_transpose2d stayed float32 up to {_C} channels (conv3d was TF32 from 4), "
+        "which the emulator rounds unless told the GPU (gpu='hopper')",
         "switch": "cudnn.conv.fp32_precision (legacy cudnn.allow_tf32)",
         "probe": "conv",
         "cite": "pytorch_cuda_notes",

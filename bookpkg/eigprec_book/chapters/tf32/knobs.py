@@ -22,6 +22,7 @@ __all__ = [
     "env_override_check",
     "matvec_scope_check",
     "mixed_api_check",
+    "what_to_set_check",
 ]
 
 _READ_SETTINGS = """
@@ -64,12 +65,13 @@ def env_override_check(value: str = "1", timeout: float = 120.0) -> dict[str, ob
     env = {k: v for k, v in os.environ.items() if k != "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"}
     if value:
         env["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] = value
+    return _fresh_interpreter([_READ_SETTINGS], env, timeout)
+
+
+def _fresh_interpreter(args: list[str], env: dict[str, str], timeout: float) -> dict:
+    """What ``python -c <args>`` in a fresh interpreter printed last, as JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", _READ_SETTINGS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, "-c", *args], env=env, capture_output=True, text=True, timeout=timeout
     )
     if proc.returncode != 0:
         raise RuntimeError(f"reading torch's settings failed: {proc.stderr[-500:]}")
@@ -109,6 +111,99 @@ def mixed_api_check() -> dict[str, bool]:
             except RuntimeError:
                 result[key] = True
     return result
+
+
+#: The settings the TF32 chapter's "What to set" box compares, each from torch's start-up
+#: state: name -> the statements run.
+SCENARIOS = {
+    "generic": 'torch.backends.fp32_precision = "ieee"',
+    "high_then_generic": (
+        'torch.set_float32_matmul_precision("high"); torch.backends.fp32_precision = "ieee"'
+    ),
+    "legacy": (
+        'torch.set_float32_matmul_precision("high"); '
+        'torch.set_float32_matmul_precision("highest"); torch.backends.cudnn.allow_tf32 = False'
+    ),
+    "high_then_generic_and_matmul": (
+        'torch.set_float32_matmul_precision("high"); torch.backends.fp32_precision = "ieee"; '
+        'torch.backends.cuda.matmul.fp32_precision = "ieee"'
+    ),
+    "matmul_only": 'torch.backends.cuda.matmul.fp32_precision = "tf32"',
+}
+
+# One interpreter imports torch once, then runs each scenario in a forked child, so that
+# every scenario starts from torch's start-up state.
+_READ_AFTER = """
+import json, os, sys, torch
+from eigprec.tf32.settings import tf32_conv_enabled, tf32_matmul_enabled, tf32_rnn_enabled
+B = torch.backends
+GETTERS = (
+    ("torch.get_float32_matmul_precision()", torch.get_float32_matmul_precision),
+    ("torch.backends.cuda.matmul.allow_tf32", lambda: B.cuda.matmul.allow_tf32),
+    ("torch.backends.cudnn.allow_tf32", lambda: B.cudnn.allow_tf32),
+)
+
+def state():
+    return {"matmul": tf32_matmul_enabled(), "conv": tf32_conv_enabled(), "rnn": tf32_rnn_enabled()}
+
+def scenario(statements):
+    exec(statements)
+    raised = []
+    for name, getter in GETTERS:
+        try:
+            getter()
+        except RuntimeError:
+            raised.append(name)
+    return {"tf32": state(), "getters_raise": raised}
+
+out = {"start": state()}
+for name, statements in json.loads(sys.argv[1]).items():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.write(write, json.dumps(scenario(statements)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out[name] = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+"""
+
+
+def what_to_set_check(timeout: float = 120.0) -> dict[str, object]:
+    """The facts of the TF32 chapter's "What to set" box, read from the installed torch.
+
+    Each of :data:`SCENARIOS` runs from torch's start-up state, in a child of a fresh
+    interpreter (so nothing here changes), which reports whether cuBLAS matmuls, cuDNN
+    convolutions and cuDNN RNNs would then run in TF32 (:func:`eigprec.tf32_matmul_enabled`
+    and its siblings, which follow torch's inheritance of ``fp32_precision``) and which
+    legacy getters raise.
+
+    Args:
+        timeout: seconds to wait for the interpreter.
+
+    Returns:
+        ``{"has_new_api": True, "start": {...}, scenario: {"tf32", "getters_raise"}, ...}``
+        (only ``has_new_api`` before torch 2.9); ``start`` is what TF32 applies to as torch
+        starts.
+
+    Raises:
+        RuntimeError: if an interpreter fails.
+
+    Example:
+        >>> facts = what_to_set_check()
+        >>> facts["generic"]["tf32"], facts["high_then_generic"]["tf32"]["matmul"]
+        ({'matmul': False, 'conv': False, 'rnn': False}, True)
+    """
+    if not hasattr(torch.backends, "fp32_precision"):
+        return {"has_new_api": False}
+    # (the child imports eigprec from where this process does)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)  # torch's own start-up state
+    read = _fresh_interpreter([_READ_AFTER, json.dumps(SCENARIOS)], env, timeout)
+    return {"has_new_api": True, **read}
 
 
 # An operand whose TF32 rounding is visible: 1 + 2**-12 rounds to 1 (below the tie).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from eigprec.tf32 import round_tf32, split_tf32
-from eigprec_book.chapters.tf32.experiments import build_qtlq_problem
+from eigprec_book.chapters.tf32.experiments import build_qtlq_problem, median
 
 __all__ = [
     "TF32_UNIT_ROUNDOFF",
@@ -193,13 +193,13 @@ def split_error_stats(samples: int = 1 << 20, seed: int = 0) -> dict[str, float]
     return {
         "split_max": float(loss.max()),
         "dropped_max": float(dropped.max()),
-        "dropped_median": float(dropped.median()),
+        "dropped_median": median(dropped),
     }
 
 
 def _median_ratio(errors: torch.Tensor, model: torch.Tensor) -> float:
     # Normal errors: the median of |e|/σ is the normal's third quartile, 0.674.
-    return float((errors.abs() / model).median()) / 0.6744897501960817
+    return median(errors.abs() / model) / 0.6744897501960817
 
 
 def model_agreement(c: RoundingContributions) -> dict[str, float]:

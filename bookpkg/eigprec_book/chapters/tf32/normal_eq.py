@@ -119,8 +119,8 @@ def normal_equations_ab(
     # [show:ab]
     def solve() -> dict[str, torch.Tensor]:
         gram, rhs = a.T @ a, a.T @ b
-        # The solve itself at 'highest': on a TF32 GPU 'high' changes solves too (by ~1e-4),
-        # which would mix with the products' effect studied here.
+        # The solve itself at 'highest': on a TF32 GPU 'high' can change solves too (an
+        # H200: inv and solve_triangular at n = 1024), which would mix with the products.
         with matmul_precision("highest"):
             return {"x": torch.linalg.solve(gram, rhs)}
 

@@ -38,6 +38,7 @@ __all__ = [
     "PROBE_OPS",
     "SOLVES",
     "changed_ops",
+    "kept_float32",
     "sweep_summary",
 ]
 
@@ -236,3 +237,49 @@ def sweep_summary(record: dict) -> dict:
         "changed": sorted(r["op"] for r in record["operators"] if r.get("changed")),
         "probes": probes,
     }
+
+
+def kept_float32(record: dict) -> dict[str, dict]:
+    """Per sized probe of an operator-sweep record: up to which size the GPU kept it float32.
+
+    Args:
+        record: a ``python -m eigprec_book.record ops`` record.
+
+    Returns:
+        ``{probe: {"kept": size or None, "from": size or None, "unit": "n" or "channels"}}``:
+        the largest size measured unchanged below every size that changed (sizes that did
+        not repeat bit for bit are not judged), and the smallest that changed; channels
+        for the convolutions and the LSTM (the recorder's n // 4, at least 4).
+
+    Raises:
+        ValueError: if ``record`` is not an operator-sweep record.
+
+    Example:
+        >>> kept_float32({"schema": "eigprec.bench.ops/1", "probes": [{"probe": "bmm",
+        ...     "sizes": {"16": {"repeatable": {"off": True}, "changed": []},
+        ...               "64": {"repeatable": {"off": True}, "changed": ["matmul"]}}}]})
+        {'bmm': {'kept': 16, 'from': 64, 'unit': 'n'}}
+    """
+    if not isinstance(record, dict) or record.get("schema") != "eigprec.bench.ops/1":
+        raise ValueError("not an operator-sweep record")
+    out = {}
+    for row in record["probes"]:
+        conv = row["probe"] in _CONV
+        judged = {
+            int(n): bool(m.get("changed"))
+            for n, m in row["sizes"].items()
+            if "changed" in m and all(m["repeatable"].values())
+        }
+        changed = [n for n, c in judged.items() if c]
+        first = min(changed) if changed else None
+        kept = [n for n, c in judged.items() if not c and (first is None or n < first)]
+
+        def unit(n: int | None, conv: bool = conv) -> int | None:
+            return None if n is None else (max(n // 4, 4) if conv else n)
+
+        out[row["probe"]] = {
+            "kept": unit(max(kept) if kept else None),
+            "from": unit(first),
+            "unit": "channels" if conv else "n",
+        }
+    return out

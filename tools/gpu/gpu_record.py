@@ -1,13 +1,13 @@
 """Run the GPU half of the book on a bare, offline NVIDIA machine, one 10-minute call at a time.
 
-``bash tools/gpu_record.sh`` (or ``make gpu-record``) calls this file with the machine's own
+``bash tools/gpu/gpu_record.sh`` (or ``make gpu-record``) calls this file with the machine's own
 ``python3`` (3.12 with torch and CuPy preinstalled, itself a virtual environment's
 interpreter). It
 
 1. refuses at once, exit status 3, where no NVIDIA GPU is visible;
-2. installs the wheels carried in ``gpu-wheels/`` (made by ``tools/gpu_wheels.py``) with
+2. installs the wheels carried in ``gpu-wheels/`` (made by ``tools/gpu/gpu_wheels.py``) with
    ``pip install --no-index --no-deps --target <site>`` and runs every step with that same
-   interpreter and ``PYTHONPATH=<site>:src``. No child virtual environment: one made with
+   interpreter and ``PYTHONPATH=<site>:src:bookpkg``. No child virtual environment: one made with
    ``--system-site-packages`` from a venv's python builds on the *base* interpreter and
    would not see the machine's torch, and CuPy's cuda-pathfinder looks for the NVIDIA
    libraries only in ``site.getsitepackages()``, which stays the machine's own here;
@@ -50,13 +50,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from book_pages import page_paths, read_page
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))  # (book_pages: how the book reads its pages)
 
-ROOT = Path(__file__).resolve().parents[1]
+from book_pages import page_paths, read_page  # noqa: E402
+
 SCHEMA = "eigprec.gpu-record/2"
 NO_GPU_EXIT = 3
 #: What a full run does, in this order: recorders first, the slowest parts last.
-STEPS = ("tf32", "eig", "ops", "degeneracy", "tests", "notebooks")
+STEPS = ("tf32", "complex64", "eig", "ops", "degeneracy", "tests", "notebooks")
 #: The chapters ``notebooks:<chapter>`` may name (``book/<chapter>.md``, MyST notebooks).
 CHAPTERS = tuple(p.stem for p in page_paths(ROOT / "book"))
 #: What the device machine returns from $OUT: at most this many files, two folders down.
@@ -69,6 +71,7 @@ MAX_OUT_BYTES = 16 * 2**20
 GRACE_S = 20.0
 RECORDERS = {
     "tf32": "tf32_gpu.json",
+    "complex64": "complex64_gpu.json",
     "eig": "eig_gpu.json",
     "ops": "ops_gpu.json",
     "degeneracy": "degeneracy_gpu.json",
@@ -78,12 +81,22 @@ STEP_LIMITS = {
     "install": 150,
     "versions": 60,
     "tf32": 90,
+    "complex64": 60,
     "eig": 200,
     "ops": 240,
     "degeneracy": 150,
     "tests": 300,
     "notebooks": 300,
 }
+#: Prepared calls, each one device call of at most 10 minutes: name -> its steps, in order.
+#: "questions" answers the three open GPU questions of the book (issue 50): does TF32 round
+#: complex64 products, and how (a minute); the k-th eigenvalue's accuracy and speed grid,
+#: small shapes included (its full 200 s); the operator sweep on every op_db sample (the
+#: rest; the last step, so it gets what is left, and it keeps a partial record).
+PLANS = {"questions": ("complex64", "eig", "ops")}
+#: What the set-up before the first step takes at most: the install step's checks (its pip
+#: run has the usual 120 s where wheels are carried) and the version probe with nvidia-smi.
+SETUP_LIMITS = {"install": 60, "install-wheels": 120, "versions": 90}
 #: A recorder that accepts ``--budget`` stops starting new work this long before its limit.
 RECORDER_MARGIN_S = 20
 STATUSES = ("ok", "failed", "skipped", "timeout")
@@ -188,10 +201,44 @@ def parse_steps(text: str) -> list[str]:
     return ordered
 
 
+def step_limit(name: str, last: bool, remaining: float) -> float:
+    """A step's time limit: its own (:data:`STEP_LIMITS`), or for the last step requested
+    whatever the budget has left; never more than what is left, less 5 s."""
+    cap = math.inf if last else STEP_LIMITS.get(name, 120)
+    return min(cap, remaining - 5)
+
+
+def plan(steps: list[str], budget: float, wheels: bool, setup_s: float | None = None) -> list:
+    """The time each step of a call gets when every part before it takes all it may.
+
+    Args:
+        steps: the steps, in the order they run.
+        budget: the call's seconds (``--budget``).
+        wheels: whether a wheel bundle is carried (its install may take 120 s).
+        setup_s: the seconds the set-up takes (None: its worst case, :data:`SETUP_LIMITS`).
+
+    Returns:
+        ``[(step, seconds), ...]``: the set-up first, then each step with its limit.
+
+    Example:
+        >>> [name for name, _ in plan(["complex64", "eig", "ops"], 540, wheels=False)]
+        ['setup', 'complex64', 'eig', 'ops']
+    """
+    if setup_s is None:
+        setup_s = SETUP_LIMITS["versions"] + SETUP_LIMITS["install"]
+        setup_s += SETUP_LIMITS["install-wheels"] if wheels else 0
+    rows, left = [("setup", float(setup_s))], budget - setup_s
+    for i, step in enumerate(steps):
+        take = max(step_limit(step.split(":")[0], i == len(steps) - 1, left), 0.0)
+        rows.append((step, take))
+        left -= take
+    return rows
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``tools/gpu_record.sh``."""
+    """The command line of ``tools/gpu/gpu_record.sh``."""
     p = argparse.ArgumentParser(
-        prog="tools/gpu_record.sh",
+        prog="tools/gpu/gpu_record.sh",
         description="Record the book's GPU results on an offline NVIDIA machine.",
     )
     p.add_argument(
@@ -215,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_steps,
         default=list(STEPS),
         help="e.g. tf32,eig,degeneracy or tests or notebooks:clarke, or all",
+    )
+    p.add_argument(
+        "--plan",
+        choices=sorted(PLANS),
+        default=None,
+        help="a prepared call (its steps in their order; --steps is then ignored)",
     )
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole run")
     p.add_argument("--full", action="store_true", help="EIGPREC_SCALE=full for the notebooks")
@@ -243,7 +296,7 @@ def gpu_refusal(python: str) -> str | None:
     if smi is None:
         return (
             "no NVIDIA GPU here: nvidia-smi is not on PATH (no NVIDIA driver). "
-            "tools/gpu_record.sh records GPU results and has nothing to do on this machine; "
+            "tools/gpu/gpu_record.sh records GPU results and has nothing to do on this machine; "
             "use --dry-run to check the environment set-up only."
         )
     try:
@@ -427,9 +480,7 @@ class Run:
         return self.budget - (time.monotonic() - self.start)
 
     def limit(self, name: str, last: bool = False) -> float:
-        # The last step requested may use whatever the budget has left.
-        cap = math.inf if last else STEP_LIMITS.get(name, 120)
-        return min(cap, self.remaining() - 5)
+        return step_limit(name, last, self.remaining())
 
     def note(self, name: str, status: str, reason: str = "", seconds: float = 0.0, **extra: Any):
         entry = {
@@ -511,7 +562,10 @@ def step_environment(python: str, site: Path) -> dict[str, Any]:
     """
     return {
         "python": python,
-        "vars": {"PYTHONPATH": f"{site}{os.pathsep}{ROOT / 'src'}", "PYTHONNOUSERSITE": "1"},
+        "vars": {
+            "PYTHONPATH": os.pathsep.join(str(p) for p in (site, ROOT / "src", ROOT / "bookpkg")),
+            "PYTHONNOUSERSITE": "1",
+        },
         "site": str(site),
     }
 
@@ -572,7 +626,9 @@ def prepare(run: Run, python: str, site: Path, wheels: Path) -> tuple[dict, dict
 _TORCH_PROBE = (
     "import json, site, importlib.util as u, torch; "
     "print(json.dumps({'torch': torch.__file__, 'version': getattr(torch, '__version__', None), "
-    "'eigprec': u.find_spec('eigprec').origin, 'site_packages': site.getsitepackages()}))"
+    "'eigprec': u.find_spec('eigprec').origin, "
+    "'eigprec_book': getattr(u.find_spec('eigprec_book'), 'origin', None), "
+    "'site_packages': site.getsitepackages()}))"
 )
 
 
@@ -584,7 +640,8 @@ def torch_visible(env: dict[str, Any], extra: dict[str, str] | None = None) -> d
         extra: the step's own variables (the notebooks' settings).
 
     Returns:
-        ``{"torch", "version", "eigprec", "site_packages"}``, or ``{"error": ...}``.
+        ``{"torch", "version", "eigprec", "eigprec_book", "site_packages"}``, or
+        ``{"error": ...}``.
     """
     try:
         proc = subprocess.run(
@@ -685,7 +742,7 @@ def unit_tests(run: Run, env: dict[str, Any], last: bool = False) -> None:
             "tests",
             "skipped",
             "PyYAML is not installed (tests/conftest.py imports it): carry the wheel bundle "
-            "(python tools/gpu_wheels.py)",
+            "(python tools/gpu/gpu_wheels.py)",
         )
         return
     junit = run.out / "reports" / "junit.xml"
@@ -754,7 +811,7 @@ def notebooks(run: Run, env: dict[str, Any], full: bool, chapters: list[str] | N
             step,
             "skipped",
             f"{', '.join(missing)} not installed: carry the wheel bundle "
-            "(python tools/gpu_wheels.py) to execute the chapters",
+            "(python tools/gpu/gpu_wheels.py) to execute the chapters",
         )
         return
     extra_env = notebook_env(env, full)
@@ -781,7 +838,7 @@ def execute_notebook(source: Path, target: Path, timeout: int) -> int:
     """Run one chapter of ``book/`` (read as MyST-NB reads it) with nbclient; save the
     notebook, executed, even when a cell fails.
 
-    Runs inside the venv (``python tools/gpu_record.py execute-notebook SRC DST``).
+    Runs inside the venv (``python tools/gpu/gpu_record.py execute-notebook SRC DST``).
     """
     import nbclient
     import nbformat
@@ -820,6 +877,8 @@ def main(argv: list[str] | None = None) -> int:
         a = p.parse_args(argv[1:])
         return execute_notebook(a.source, a.target, a.timeout)
     args = build_parser().parse_args(argv)
+    if args.plan is not None:
+        args.steps = list(PLANS[args.plan])
     if not args.dry_run:
         reason = gpu_refusal(args.python)
         if reason is not None:
@@ -835,6 +894,8 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(work, args.budget, args.dry_run)
     started = now()
     print(f"gpu_record: writing to {out}{' (dry run)' if args.dry_run else ''}", flush=True)
+    worst = plan(args.steps, args.budget, args.wheels.is_dir())
+    print("gpu_record: at worst " + ", ".join(f"{n} {t:.0f} s" for n, t in worst), flush=True)
     env, install_info = prepare(run, args.python, args.site.resolve(), args.wheels.resolve())
     environment = versions(run, env)
     for step in args.steps:
@@ -894,6 +955,11 @@ def dry_step(run: Run, env: dict[str, Any], step: str, full: bool) -> None:
         reason = f"dry run: torch does not import in this step's environment: {seen['error']}"
         run.note(step, "failed", reason, time.monotonic() - t0, torch=None)
         return
+    book = ROOT / "bookpkg" / "eigprec_book" / "__init__.py"
+    if seen["eigprec_book"] != str(book):
+        reason = f"dry run: eigprec_book is not found in this checkout ({seen['eigprec_book']})"
+        run.note(step, "failed", reason, time.monotonic() - t0, torch=seen["torch"])
+        return
     reason = f"dry run: no GPU step is executed; torch {seen['version']} from {seen['torch']}"
     run.note(
         step,
@@ -902,6 +968,7 @@ def dry_step(run: Run, env: dict[str, Any], step: str, full: bool) -> None:
         time.monotonic() - t0,
         torch=seen["torch"],
         eigprec=seen["eigprec"],
+        eigprec_book=seen["eigprec_book"],
         site_packages=seen["site_packages"],
     )
 

@@ -1,4 +1,4 @@
-"""Prepare the wheels an offline GPU machine lacks, for ``tools/gpu_record.sh``.
+"""Prepare the wheels an offline GPU machine lacks, for ``tools/gpu/gpu_record.sh``.
 
 The GPU machines of this project have Python 3.12 with torch (CUDA 13), CuPy, numpy, scipy,
 matplotlib, pytest and hypothesis, and no network. What the book's GPU run needs beyond
@@ -12,7 +12,7 @@ GPU machine has already (the preinstalled ones and everything they depend on) ar
 The wheels, the eigprec wheel and a ``manifest.json`` go into one folder (default
 ``gpu-wheels/``), which must stay under the machine's 64 MiB limit on carried files.
 
-Usage: ``python tools/gpu_wheels.py [--out gpu-wheels]``. Only ``pip`` is needed.
+Usage: ``python tools/gpu/gpu_wheels.py [--out gpu-wheels]``. Only ``pip`` is needed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "eigprec.gpu-wheels/1"
 LIMIT_MIB = 64.0
 PYTHON_VERSION = "3.12"

@@ -32,4 +32,4 @@ def test_the_what_to_set_box_is_at_most_250_words():
 
 
 def test_the_word_count_reads_roles_and_formulas_as_a_reader_does():
-    assert box_words(":class: tip\n**Clip** at {glue:text}`x:.2f`× ($10^{-4}$), `'highest'`.") == 4
+    assert box_words(":class: tip\n**Clip** at {glue:text}`x:.2f`× ($10^{-4}$), `'highest'`.") == 5

@@ -8,7 +8,15 @@ with the provenance box that says so (``scale``), and every seed a page uses (``
 
 from eigprec_book.helpers.display import markdown_table, note, printed_bound
 from eigprec_book.helpers.figures import MAX_WIDTH_IN, MIN_FONT_PT, check_readable, use_book_style
-from eigprec_book.helpers.guards import GuardRecord, between, check, claim, guard, guard_records
+from eigprec_book.helpers.guards import (
+    GuardRecord,
+    between,
+    check,
+    claim,
+    guard,
+    guard_records,
+    live_and_recorded,
+)
 from eigprec_book.helpers.notebook import glue, load_record, progress, record_dirs
 from eigprec_book.helpers.scale import full_scale, provenance, quick_scale, scale
 from eigprec_book.helpers.seeds import seed, seed_offset, seeds
@@ -27,6 +35,7 @@ __all__ = [
     "glue",
     "guard",
     "guard_records",
+    "live_and_recorded",
     "load_record",
     "markdown_table",
     "note",

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from eigprec import _context
 from eigprec import precision as _precision
 from eigprec.audit.measures import _errors, _row_column_scale, _worse
+from eigprec.audit.operands import gradient_of, operand_roles, overwrites_operand, writes_an_input
 from eigprec.audit.recent import RecentCalls
 from eigprec.tf32 import core, opaque, plain
 from eigprec.tf32.dispatch import CONVS as _CONVS
@@ -119,12 +120,20 @@ def _skipped(module: str, skip: tuple[str, ...]) -> bool:
     return known
 
 
+# Code objects whose frames end the walk up the stack: the command line's runner, above
+# which nothing is the script's code (python -m eigprec.audit --depth 3 names no frame of
+# its own, nor of whoever called it).
+BOUNDARIES: set[Any] = set()
+
+
 def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str], ...]:
     """The ``depth`` innermost frames outside ``skip`` modules and this package's plumbing."""
     frame = sys._getframe(1)
     found: list[tuple[str, int, str]] = []
     while frame is not None and len(found) < depth:
         code = frame.f_code
+        if code in BOUNDARIES:
+            break
         module = frame.f_globals.get("__name__", "")
         if code.co_filename not in _PLUMBING and not _skipped(module, skip):
             found.append((code.co_filename, frame.f_lineno, code.co_name))
@@ -245,10 +254,27 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
-        frames, phase, module = self._where(args, operands)
-        side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
-        out = func(*args, **kwargs)
-        self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
+        frames, phase, module, label = self._where(func, packet, args, operands)
+        if not writes_an_input(packet, args, kwargs):
+            # The user's operator first: where it fails (shapes, dtypes), the error is its
+            # own, raised from the user's call, before any work of the audit's.
+            out = func(*args, **kwargs)
+            side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
+        else:
+            # In place, or out= over an input: the side products must see the inputs before
+            # the call writes over them, so they run first; should they fail, the user's
+            # own call runs and raises its own error.
+            try:
+                side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
+            except Exception as error:
+                failure: Exception | None = error
+            else:
+                failure = None
+            if failure is not None:
+                func(*args, **kwargs)
+                raise failure
+            out = func(*args, **kwargs)
+        self._record(packet, args, out, side, (frames, module), phase, enabled, kind, label)
         return out
 
     # -- what to audit, and where it came from ------------------------------------------
@@ -268,16 +294,20 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
             and mats[0].device.type in ("cpu", "cuda")
         )
 
-    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str, str]:
-        # (user frames, phase, module path) of the product running now.
+    def _where(
+        self, func: Any, packet: Any, args: tuple[Any, ...], operands: tuple[int, ...]
+    ) -> tuple[tuple, str, str, str]:
+        # (user frames, phase, module path, gradient label) of the product running now; the
+        # label ("[weight grad]"...) tells apart the backward products of one forward call.
         s = self.settings
         node = _current_node()
         if node is not None:
             # Backward: attribute to the forward call that created the node, when seen.
             seen = s.forward_frames.get(node._sequence_nr())
             if seen is None:
-                seen = user_frames(s.skip, s.depth), ""
-            return seen[0], f"backward ({node.name()})", seen[1]
+                return user_frames(s.skip, s.depth), f"backward ({node.name()})", "", ""
+            label = gradient_of(seen[2], args, operands) if seen[2] else ""
+            return seen[0], f"backward ({node.name()})", seen[1], label
         frames = user_frames(s.skip, s.depth)
         module = s.modules[-1] if s.modules else ""
         if (
@@ -286,9 +316,10 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
             and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         ):
             # Autograd numbered this op's node just before dispatching to us.
+            roles = operand_roles(func, args, operands) if packet in _GEMMS else ()
             with s.lock:
-                s.forward_frames.put(_next_sequence_nr() - 1, (frames, module))
-        return frames, "forward", module
+                s.forward_frames.put(_next_sequence_nr() - 1, (frames, module, roles))
+        return frames, "forward", module, ""
 
     # -- the side computations ----------------------------------------------------------
 
@@ -313,7 +344,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         # reduced precision changes the user's result, so float32 comes from a clean run;
         # so does an op that writes over its own operand (out=, in place), whose result is
         # then not the product of the operands as they were.
-        aliased = _overwrites_operand(packet, args, kwargs, operands)
+        aliased = overwrites_operand(packet, args, kwargs, operands)
         reduced = _cpu_reduced(device, kind)
         clean_fp32 = _len_torch_dispatch_stack() > 0 or reduced or aliased
         nan_free: tuple[int, ...] = ()  # operands read to hold no NaN
@@ -369,6 +400,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         phase: str,
         enabled: bool,
         kind: str,
+        label: str = "",
     ) -> None:
         with _modes_off():
             if "tf32" not in side:  # a TF32 GPU that ran the user's op in TF32
@@ -386,7 +418,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
                     tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
                 )
-                key = (frames[0], name + suffix, shapes, phase, frames[1])
+                key = (frames[0], name + suffix + label, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite, scaled[0])
 
     def _add(
@@ -414,23 +446,6 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 site.fp32_norm_error = (
                     fp32_e if site.fp32_norm_error is None else max(site.fp32_norm_error, fp32_e)
                 )
-
-
-def _overwrites_operand(
-    packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any], operands: tuple[int, ...]
-) -> bool:
-    # Whether the op writes (out=, or in place into its first argument) over the memory of
-    # one of the operands it multiplies.
-    written = kwargs.get("out")
-    if written is None and packet.__name__.endswith("_"):
-        written = args[0]
-    if not isinstance(written, torch.Tensor):
-        return False
-    storage = written.untyped_storage().data_ptr()
-    return any(
-        isinstance(args[i], torch.Tensor) and args[i].untyped_storage().data_ptr() == storage
-        for i in operands
-    )
 
 
 def _cpu_reduced(device: torch.device, kind: str) -> bool:
@@ -485,9 +500,9 @@ class AttributionMode(AuditMode):
                 return run_composite(func, args, kwargs)
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             return func(*args, **kwargs)
-        frames, phase, module = self._where(args, operands)
+        frames, phase, module, label = self._where(func, packet, args, operands)
         shapes = tuple(tuple(args[i].shape) for i in operands)
-        key = (frames, packet.__name__, shapes, phase, module)
+        key = (frames, packet.__name__ + label, shapes, phase, module)
         self.seen[key] = self.seen.get(key, 0) + 1
         if self.selected is None or key in self.selected:
             with self.emulator:

@@ -77,7 +77,7 @@ Example:
     >>> with tf32_audit() as report:
     ...     (torch.ones(3, 8) @ w).sum().backward()
     >>> [(r.op, r.phase, r.norm_error > 0) for r in report.records]  # w's gradient is exact
-    [('mm', 'forward', True), ('mm', 'backward (MmBackward0)', False)]
+    [('mm', 'forward', True), ('mm[mat2 grad]', 'backward (MmBackward0)', False)]
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ from eigprec.audit.measures import ENTRY_FLOOR
 from eigprec.audit.mode import AuditMode, Settings, module_paths
 from eigprec.audit.options import check_audit_args, check_options
 from eigprec.audit.rows import record_rows
+from eigprec.audit.verdict import summary
 from eigprec.tf32.plain import PlainCalls
 from eigprec.tf32.rounding import check_rounding
 
@@ -182,10 +183,10 @@ class AuditReport:
         >>> import torch
         >>> with tf32_audit() as report:
         ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
-        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:7])
-        ['TF32 err. (norm)', 'TF32 err. (entry)', 'TF32 err. (row·col)']
-        >>> report.records[0].norm_error
-        0.0
+        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:9])
+        ['TF32 on', 'verdict', 'TF32 err. (norm)', 'TF32 err. (row·col)', 'TF32 err. (entry)']
+        >>> report.records[0].norm_error, report.verdict()[:22]
+        (0.0, 'Verdict: all 1 sites w')
     """
 
     def __init__(self, settings: Any) -> None:
@@ -261,6 +262,16 @@ class AuditReport:
     def __len__(self) -> int:
         return len(self._settings.sites)
 
+    def verdict(self) -> str:
+        """One line: all sites within ordinary TF32 rounding, or how many lose more.
+
+        Ordinary TF32 rounding gives a norm-wise error of about 2**-12 and at most
+        ``2**-10`` (:func:`eigprec.audit.verdict.ordinary_bound`) for a product whose terms
+        do not cancel; the tables' verdict column says which sites exceed it and why
+        (:mod:`eigprec.audit.verdict`).
+        """
+        return summary(self.records, self._settings.rounding)
+
     def rows(self, by: str = "norm", limit: int | None = None) -> list[dict[str, str]]:
         """The ranked records as rows of formatted strings, the columns of the tables.
 
@@ -269,19 +280,20 @@ class AuditReport:
             limit: keep only the first ``limit`` rows (``None``: all).
 
         Returns:
-            A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise, at the worst entry against its own size and
+            A list with one dict per record — site, op (a backward product names its autograd
+            node), shapes, calls, whether the settings asked for TF32 there ("TF32 on"), the
+            verdict (:mod:`eigprec.audit.verdict`), TF32 error norm-wise, at the worst entry
             against its row·column scale (``scaled_entry_error``: near 2**-12 where TF32 did
-            nothing unusual, however much the product cancels), float32 error norm-wise, and,
-            when any listed record has one, the count of calls where TF32 gave inf/NaN and
-            float32 did not.
+            nothing unusual, however much the product cancels) and against its own size,
+            float32 error norm-wise, and, when any listed record has one, the count of calls
+            where TF32 gave inf/NaN and float32 did not.
 
         Raises:
             TypeError: for a ``limit`` that is not an int (bools refused).
             ValueError: for a bad ``by`` or a negative ``limit``.
         """
         limit = None if limit is None else check_int("limit", limit, low=0)
-        return record_rows(self.ranked(by)[:limit], self._settings.depth)
+        return record_rows(self.ranked(by)[:limit], self._settings.depth, self._settings.rounding)
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.

@@ -199,3 +199,43 @@ def test_a_report_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
         os.umask(old_mask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o640  # 0o666 less the umask, as open()
     writes.write_text(os.devnull, "not a regular file: written directly\n")
+
+
+def test_sampling_counts_every_call_and_measures_the_first_k_then_every_kth():
+    a = torch.randn(8, 8, generator=torch.Generator().manual_seed(0))
+    with tf32_audit(sample=3) as report:
+        for _ in range(10):
+            _ = a @ a
+    record = _one(report)
+    assert (record.calls, record.measured_calls) == (10, 5)  # calls 1, 2, 3, 6, 9
+    (row,) = report.rows()
+    assert row["calls"] == "10 (5 measured)"
+    with tf32_audit() as every:
+        for _ in range(10):
+            _ = a @ a
+    assert _one(every).measured_calls == 10 and _one(every).norm_error == record.norm_error
+    assert report.rows()[0].keys() == every.rows()[0].keys()  # (no column of its own)
+    with pytest.raises(ValueError, match="sample must be >= 1"):
+        tf32_audit(sample=0)
+
+
+SAMPLED = """\
+import torch
+a = torch.randn(8, 8)
+for _ in range(20):
+    a @ a
+"""
+
+
+def test_the_cli_samples_by_default_and_says_how_many_calls_it_measured(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text(SAMPLED, encoding="utf-8")
+    out = tmp_path / "out.json"
+    assert main(["--sample", "4", "--json", str(out), str(script)]) == 0
+    (record,) = json.loads(out.read_text(encoding="utf-8"))["records"]
+    assert (record["calls"], record["measured_calls"]) == (20, 8)  # 1-4, 8, 12, 16, 20
+    err = capsys.readouterr().err
+    assert "Note: 12 of 20 calls were counted, not measured (--sample 4" in err
+    assert main(["--sample", "1", "--json", str(out), str(script)]) == 0
+    (record,) = json.loads(out.read_text(encoding="utf-8"))["records"]
+    assert record["measured_calls"] == 20 and "not measured" not in capsys.readouterr().err

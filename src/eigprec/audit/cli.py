@@ -195,6 +195,14 @@ def _parser() -> argparse.ArgumentParser:
         "H100 recorded for the book), rz (truncation); default: $EIGPREC_TF32_ROUNDING, "
         "else rna",
     )
+    parser.add_argument(
+        "--sample",
+        type=_positive("--sample"),
+        default=8,
+        metavar="K",
+        help="measure each site's first K calls, then every K-th (default 8): a long run "
+        "pays the side products on one step in K; 1 measures every call",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every record as JSON to PATH")
     parser.add_argument(
         "--markdown", metavar="PATH", help="write the report as a Markdown table to PATH"
@@ -340,7 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     # come from a clean run (see eigprec.audit's docstring).
                     stack.enter_context(emulate_tf32(options.rounding))
                 report = stack.enter_context(
-                    tf32_audit(rounding=options.rounding, skip=skip, depth=options.depth)
+                    tf32_audit(
+                        rounding=options.rounding,
+                        skip=skip,
+                        depth=options.depth,
+                        sample=options.sample,
+                    )
                 )
                 stack.enter_context(warnings_at_user_lines(skip))
                 stack.enter_context(compile_calls(run.compiled, skip))
@@ -448,6 +461,13 @@ def _notes(options: argparse.Namespace, run: _Run, progress: Progress, report: A
             f"{fused} calls of fused kernels ran out of the audit's sight (listed above); "
             "--unfuse runs them as products it can see"
         )
+    unmeasured = sum(r.calls - (r.measured_calls or 0) for r in records)
+    if unmeasured:
+        notes.append(
+            f"{unmeasured} of {sum(r.calls for r in records)} calls were counted, not measured "
+            f"(--sample {options.sample}: each site's first {options.sample} calls and every "
+            f"{options.sample}th after; --sample 1 measures every call)"
+        )
     if options.unfuse:
         notes.append(
             "--unfuse ran fused attention on its math kernel and LSTMs as native loops: the "
@@ -532,6 +552,7 @@ def _as_json(
             "emulate": options.emulate,
             "unfuse": options.unfuse,
             "rounding": options.rounding,
+            "sample": options.sample,
             "depth": options.depth,
             "skip": [*DEFAULT_SKIP, *options.skip],
         },
@@ -555,6 +576,7 @@ def _as_json(
                 "phase": r.phase,
                 "shapes": [list(s) for s in r.shapes],
                 "calls": r.calls,
+                "measured_calls": r.measured_calls,
                 "tf32_calls": r.tf32_calls,
                 "verdict": site_verdict(r, options.rounding),
                 "norm_error": _finite(r.norm_error),

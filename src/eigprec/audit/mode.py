@@ -84,6 +84,7 @@ class _Site:
     float64_calls: int = 0
     tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
     scaled_entry_error: float | None = None  # worst |error_ij| / (‖row i of A‖ ‖column j of B‖)
+    measured: int = 0  # calls measured (all of them unless the audit samples)
 
 
 @dataclass
@@ -104,6 +105,8 @@ class Settings:
     # operators that multiply out of the audit's sight -> (calls, what a TF32 GPU does)
     not_covered: dict[str, list] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # None: measure every call; k: each site's first k calls, then every k-th (see _due)
+    sample: int | None = None
 
 
 # (module name, skip prefixes) -> whether frames of that module are skipped: a product's
@@ -183,6 +186,11 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
     return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
 
 
+# Under sampling: the output whose site counts a packet's calls, and every output's site.
+_COUNTED = {_aten.convolution_backward: "[weight]"}
+_OUTPUTS = {_aten.convolution_backward: ((0, "[input]"), (1, "[weight]"))}
+
+
 def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
     # (output index, label suffix) to measure; convolution_backward's bias gradient is a
     # sum, not a product, and a gradient not asked for comes back as None.
@@ -255,6 +263,10 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
         frames, phase, module, label = self._where(func, packet, args, operands)
+        if self.settings.sample is not None and not self._due(
+            packet, args, (frames, module), phase, label, enabled
+        ):
+            return func(*args, **kwargs)
         if not writes_an_input(packet, args, kwargs):
             # The user's operator first: where it fails (shapes, dtypes), the error is its
             # own, raised from the user's call, before any work of the audit's.
@@ -278,6 +290,31 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         return out
 
     # -- what to audit, and where it came from ------------------------------------------
+
+    def _due(
+        self, packet: Any, args: tuple, frames: tuple, phase: str, label: str, enabled: bool
+    ) -> bool:
+        # Under sampling: whether this call is measured (each site's first k calls, then
+        # every k-th), so that a long run pays the side products on one step in k while
+        # every site's first steps are measured in full. A call left out is counted here.
+        k = self.settings.sample
+        shapes = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+        name = packet.__name__ + label
+        # convolution_backward's gradients are sites of their own: its weight's one counts
+        site_key = (frames[0], name + _COUNTED.get(packet, ""), shapes, phase, frames[1])
+        with self.settings.lock:
+            site = self.settings.sites.get(site_key)
+            n = 1 if site is None else site.calls + 1
+            if n <= k or n % k == 0:
+                return True
+            for _, suffix in _OUTPUTS.get(packet, ((0, ""),)):
+                other = self.settings.sites.get(
+                    (frames[0], name + suffix, shapes, phase, frames[1])
+                )
+                if other is not None:
+                    other.calls += 1
+                    other.tf32_calls += int(enabled)
+        return False
 
     @staticmethod
     def _wanted(args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
@@ -403,7 +440,8 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         label: str = "",
     ) -> None:
         with _modes_off():
-            if "tf32" not in side:  # a TF32 GPU that ran the user's op in TF32
+            owned = "tf32" in side  # (the audit's own result: measured in place)
+            if not owned:  # a TF32 GPU that ran the user's op in TF32
                 side["tf32"] = out
             fp32 = side.get("fp32", out)
             fp64 = side.get("fp64")
@@ -416,7 +454,13 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 scale = side.get("scale")
                 scaled: list = [None]
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
-                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
+                    tf32_j,
+                    ref,
+                    fp32_j if fp64 is not None else None,
+                    fp32_j,
+                    scale,
+                    scaled,
+                    owned,
                 )
                 key = (frames[0], name + suffix + label, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite, scaled[0])
@@ -437,6 +481,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 old = site.scaled_entry_error
                 site.scaled_entry_error = scaled_e if old is None else _worse(old, scaled_e)
             site.calls += 1
+            site.measured += 1
             site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
             site.norm_error = _worse(site.norm_error, norm_e)

@@ -42,6 +42,11 @@ def _int(name: str, value: Any, low: int) -> int:
     return value
 
 
+def check_sample(sample: Any) -> int | None:
+    # ``sample`` as a Python int (>= 1), or None (every call measured).
+    return None if sample is None else _int("sample", sample, 1)
+
+
 def check_audit_args(
     *,
     rounding: Any = None,
@@ -49,5 +54,7 @@ def check_audit_args(
     only_enabled: Any = False,
     skip: Any = ("torch", "eigprec"),
     depth: Any = 1,
+    sample: Any = None,
 ) -> None:
     check_options(rounding, float64_limit, only_enabled, skip, depth)
+    check_sample(sample)

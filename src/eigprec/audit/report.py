@@ -93,7 +93,7 @@ from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.audit.measures import ENTRY_FLOOR
 from eigprec.audit.mode import AuditMode, Settings, module_paths
-from eigprec.audit.options import check_audit_args, check_options
+from eigprec.audit.options import check_audit_args, check_options, check_sample
 from eigprec.audit.rows import record_rows
 from eigprec.audit.verdict import summary
 from eigprec.tf32.plain import PlainCalls
@@ -134,6 +134,8 @@ class AuditRecord:
         tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
             (TF32 rounds operands just below float32's largest value up to 2**128); their
             errors count as infinite, never as 0.
+        measured_calls: of the calls, how many were measured (all of them unless the
+            audit samples, ``tf32_audit(sample=k)``); the errors are the worst of those.
 
     Example:
         >>> import torch
@@ -157,6 +159,7 @@ class AuditRecord:
     tf32_nonfinite: int = 0
     module: str = ""
     scaled_entry_error: float | None = None
+    measured_calls: int | None = None  # None: not recorded (every call)
 
     @property
     def site(self) -> str:
@@ -225,6 +228,7 @@ class AuditReport:
                 float64_calls=s.float64_calls,
                 tf32_nonfinite=s.tf32_nonfinite,
                 scaled_entry_error=s.scaled_entry_error,
+                measured_calls=s.measured,
             )
             for key, s in items
         ]
@@ -350,6 +354,7 @@ def tf32_audit(
     only_enabled: bool = False,
     skip: tuple[str, ...] = ("torch", "eigprec"),
     depth: int = 1,
+    sample: int | None = None,
 ) -> Iterator[AuditReport]:
     """Measure, per call site, what TF32 would do to each float32 product of a code block.
 
@@ -374,13 +379,17 @@ def tf32_audit(
             ``("torch",)`` to see lines inside ``eigprec`` itself.
         depth: how many of your frames identify a site (2 separates the callers of a
             helper that does the product).
+        sample: None measures every call. ``k`` measures each site's first ``k`` calls and
+            then every ``k``-th (calls are still counted, and ``measured_calls`` says how
+            many were measured): a long training run then pays the side products on one
+            step in ``k``, while every site's first steps are measured in full.
 
     Yields:
         An :class:`AuditReport`, filled as the block runs.
 
     Raises:
-        ValueError: for an unknown ``rounding``, a negative ``float64_limit`` or a
-            ``depth`` below 1.
+        ValueError: for an unknown ``rounding``, a negative ``float64_limit``, or a
+            ``depth`` or ``sample`` below 1.
         TypeError: for arguments of the wrong type (NumPy integers count as ints, bools
             do not). Both are raised where ``tf32_audit(...)`` is called.
 
@@ -394,8 +403,9 @@ def tf32_audit(
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
     float64_limit, depth = check_options(rounding, float64_limit, only_enabled, skip, depth)
+    sample = check_sample(sample)
     rounding = check_rounding(rounding)
-    settings = Settings(rounding, float64_limit, only_enabled, skip, depth)
+    settings = Settings(rounding, float64_limit, only_enabled, skip, depth, sample=sample)
     plain = PlainCalls()
     with AuditMode(settings), plain, module_paths(settings, plain):
         yield AuditReport(settings)

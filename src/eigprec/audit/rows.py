@@ -25,7 +25,8 @@ def record_rows(
         rounding: the audit's TF32 rounding, for the verdict (:mod:`eigprec.audit.verdict`).
 
     Returns:
-        One dict per record: site (with the module path in brackets), op, shapes, calls,
+        One dict per record: site (with the module path in brackets), op, shapes, calls
+        (with the measured ones in brackets where sampling left calls unmeasured),
         whether the settings asked for TF32 ("TF32 on": ``yes``, ``no`` or ``k/n`` calls),
         the verdict, TF32 error norm-wise, worst entry against its row·column scale
         ``‖A_i,:‖‖B_:,j‖`` (``–`` for convolutions), worst entry against its own size,
@@ -55,6 +56,9 @@ def record_rows(
         }
         for r in records
     ]
+    if any(r.measured_calls is not None and r.measured_calls < r.calls for r in records):
+        for row, r in zip(rows, records, strict=True):  # only where sampling left calls out
+            row["calls"] = f"{r.calls} ({r.measured_calls} measured)"
     if any(r.tf32_nonfinite for r in records):  # only then, so that it cannot be missed
         for row, r in zip(rows, records, strict=True):
             row["TF32 inf/NaN calls"] = str(r.tf32_nonfinite)

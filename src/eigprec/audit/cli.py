@@ -11,16 +11,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from eigprec import precision as _precision
-from eigprec.audit.report import AuditReport, tf32_audit
+from eigprec.audit.report import tf32_audit
 from eigprec.audit.script import (
     compile_calls,
     run_target,
@@ -28,9 +26,8 @@ from eigprec.audit.script import (
     warnings_at_user_lines,
 )
 from eigprec.audit.stops import Progress, StopRun, Terminated, watch
-from eigprec.audit.unfuse import UNFUSED_OPS, unfused
-from eigprec.audit.verdict import site_verdict
-from eigprec.audit.writes import write_text
+from eigprec.audit.summary import Run, write_reports
+from eigprec.audit.unfuse import unfused
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, emulate_tf32
 from eigprec.tf32.rounding import ROUNDING_ENV, check_rounding
@@ -82,13 +79,18 @@ and the errors say what turning TF32 on would do. Fused kernels (attention, oneD
 multiply out of the audit's sight: they are counted as not covered, and --unfuse runs
 them as products it can see.
 
-What it costs: each audited product is computed again with TF32 operands (and, up to
-2**18 multiply-adds, in float64) and compared entry by entry; with PyTorch's dispatch
-modes in the way of every operator, a training iteration of a small GPT (4 blocks of
-width 128) took 2x as long audited on one CPU thread (benchmarks/bench_audit_iteration.py).
-Memory: while a product is measured the audit holds a few more tensors of its size,
-released right after; between products, one record per call site and the call sites of
-the last 4,096 forward products (to attribute their backward products).
+What it costs: PyTorch's dispatch modes put Python in the way of every operator, and each
+measured product is computed again with TF32 operands (and, up to 2**18 multiply-adds, in
+float64) and compared entry by entry. By default (--sample 8) each site's first 8 calls
+and every 8th after are measured, the rest only counted. On one CPU thread a small GPT's
+training iteration (4 blocks of width 128, benchmarks/bench_audit_iteration.py) took 1.6x
+as long audited, on average over 30 iterations: about 1.1-1.4x for an iteration whose
+products are only counted, 2.5-2.8x for one measured in full (--sample 1 measures every
+call). Models of tiny layers cost more, in proportion, as the audit's work per operator
+dominates their small products. Memory: while a product is measured the audit holds a few
+more tensors of its size, released right after; between products, one record per call
+site and the call sites of the last 4,096 forward products (to attribute their backward
+products).
 """
 
 _EPILOG = """\
@@ -98,19 +100,6 @@ examples:
   python -m eigprec.audit --max-seconds 60 --unfuse --markdown audit.md train.py
   python -m eigprec.audit --emulate --precision high train.py -- --arg-of-the-script
 """
-
-
-@dataclass
-class _Run:
-    """How the script's run went: what the report's header and the JSON file say."""
-
-    target: str
-    status: int = 0
-    stopped: bool = False  # the audit's stop ended the script (not caught by it)
-    error: str | None = None  # the exception that ended the script, "Type: message"
-    exit_request: BaseException | None = field(default=None, repr=False)
-    compiled: list[str] = field(default_factory=list)  # torch.compile calls, file:line
-    write_failed: bool = False
 
 
 def _positive(name: str, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
@@ -329,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args([*head, *(["--", tail[0]] if tail else [])])
     options.args = tail[1:]
     _check(parser, options)
-    run = _Run(options.target)
+    run = Run(options.target)
     progress = Progress(options.steps, options.max_seconds)
     skip = DEFAULT_SKIP + tuple(options.skip)
     saved = sys.argv[:], sys.path[:]
@@ -364,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _precision._restore(precision)
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
-        _write_reports(options, run, progress, report)
+        write_reports(options, run, progress, report, skip)
     if progress.terminated and run.status != 143:
         run.status, run.exit_request = 143, None  # (SIGTERM during the report)
     if run.exit_request is not None:
@@ -372,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run.status
 
 
-def _run_script(options: argparse.Namespace, run: _Run) -> None:
+def _run_script(options: argparse.Namespace, run: Run) -> None:
     try:
         run_target(options.target, options.args, options.module)
     except StopRun:
@@ -390,206 +379,3 @@ def _run_script(options: argparse.Namespace, run: _Run) -> None:
             sys.stdout.flush()
         script_traceback(error)
         sys.excepthook(type(error), error, error.__traceback__)
-
-
-def _header(options: argparse.Namespace, run: _Run, progress: Progress, n: int) -> str:
-    ended = f"{progress.steps} optimizer steps"
-    if run.stopped and progress.stop_reason == "--steps":
-        ended += (
-            f"; stopped at the start of iteration {progress.iterations + 1} "
-            f"(--steps {options.steps}: {options.steps} whole iterations of {progress.first})"
-        )
-    elif run.stopped:
-        ended += f"; stopped by --max-seconds {options.max_seconds:g}" + (
-            f" at the start of iteration {progress.iterations + 1}"
-            if progress.deadline_passed and progress.first is not None
-            else ""
-        )
-    if run.error == "SIGTERM":
-        ended += "; ended by SIGTERM (exit status 143)"
-    elif run.error is not None:
-        ended += f"; the script raised {run.error.split(':')[0]} (exit status {run.status})"
-    elif run.exit_request is not None:
-        ended += f"; the script exited with status {run.status}"
-    return f"TF32 audit of {run.target}: {n} product sites, {ended}"
-
-
-def _tf32_line(report: AuditReport) -> str:
-    records = report.records
-    calls = sum(r.calls for r in records)
-    on = sum(r.tf32_calls for r in records)
-    if on == 0:
-        return (
-            f"TF32: the script never turns it on (0 of {calls} calls): a TF32 GPU would run "
-            "these products in float32; the errors say what turning TF32 on would do"
-        )
-    if on == calls:
-        return f"TF32: the script turns it on for all {calls} calls: these are its errors"
-    return f"TF32: the script turns it on for {on} of {calls} calls (column 'TF32 on')"
-
-
-def _notes(options: argparse.Namespace, run: _Run, progress: Progress, report: AuditReport) -> list:
-    notes = []
-    caught = progress.stops_raised - int(run.stopped)
-    if caught > 0:
-        notes.append(
-            f"the script caught the audit's stop ({progress.stop_reason}) {caught} time(s) and "
-            "went on (a bare `except:` or `except BaseException`?); each later step was "
-            "refused"
-        )
-    if options.steps is not None and progress.first is None:
-        notes.append(
-            f"--steps {options.steps} never fired: no torch.optim optimizer stepped (weights "
-            "updated by hand?); --max-seconds stops any script"
-        )
-    records = report.records
-    if options.emulate and records and not any(r.tf32_calls for r in records):
-        notes.append(
-            "--emulate changed nothing: the script never asks for TF32; add --precision high "
-            "to run it in TF32"
-        )
-    if run.compiled:
-        places = ", ".join(dict.fromkeys(run.compiled))
-        notes.append(
-            f"torch.compile was called {len(run.compiled)} time(s) ({places}); under the audit "
-            "Dynamo compiles nothing, so that code ran eagerly and its products are audited "
-            "as eager ones (a plain run compiles them)"
-        )
-    fused = sum(calls for name, (calls, _) in report.not_covered.items() if name in UNFUSED_OPS)
-    if fused and not options.unfuse:
-        notes.append(
-            f"{fused} calls of fused kernels ran out of the audit's sight (listed above); "
-            "--unfuse runs them as products it can see"
-        )
-    unmeasured = sum(r.calls - (r.measured_calls or 0) for r in records)
-    if unmeasured:
-        notes.append(
-            f"{unmeasured} of {sum(r.calls for r in records)} calls were counted, not measured "
-            f"(--sample {options.sample}: each site's first {options.sample} calls and every "
-            f"{options.sample}th after; --sample 1 measures every call)"
-        )
-    if options.unfuse:
-        notes.append(
-            "--unfuse ran fused attention on its math kernel and LSTMs as native loops: the "
-            "run's results may differ from a plain run's in the last bits"
-        )
-    return notes
-
-
-def _write_reports(
-    options: argparse.Namespace, run: _Run, progress: Progress, report: AuditReport
-) -> None:
-    # The printed report first, then each file on its own: a failure is named and the rest
-    # goes on (the exit status stays the script's).
-    summary = [_header(options, run, progress, len(report)), report.verdict()]
-    if len(report):
-        summary.append(_tf32_line(report))
-    notes = [f"Note: {note}." for note in _notes(options, run, progress, report)]
-    hidden = len(report) - options.top
-    more = [f"({hidden} more sites: --top or --json to see them)"] if hidden > 0 else []
-    text = report.to_text(limit=options.top)
-    with contextlib.suppress(OSError, ValueError):
-        print("\n" + "\n".join([*summary, text, *more, *notes]), file=sys.stderr, flush=True)
-    writers = {
-        "markdown": lambda: (
-            "\n\n".join(
-                [
-                    f"## TF32 audit of `{os.path.basename(run.target)}`",
-                    *summary,
-                    report.to_markdown(limit=options.top),
-                    *more,
-                    *notes,
-                ]
-            )
-            + "\n"
-        ),
-        "json": lambda: (
-            json.dumps(
-                _as_json(options, run, progress, report, summary, notes), indent=1, allow_nan=False
-            )
-            + "\n"
-        ),
-    }
-    for flag, render in writers.items():
-        path = getattr(options, flag)
-        if path is None:
-            continue
-        try:
-            write_text(path, render())
-        except OSError as error:
-            run.write_failed = True
-            with contextlib.suppress(OSError, ValueError):
-                print(
-                    f"python -m eigprec.audit: could not write --{flag} {path}: {error}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-
-def _finite(x: float | None) -> float | str | None:
-    # JSON has no inf/NaN; they are kept as the strings "inf" and "nan".
-    if x is None or math.isfinite(x):
-        return x
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-
-
-def _as_json(
-    options: argparse.Namespace,
-    run: _Run,
-    progress: Progress,
-    report: AuditReport,
-    summary: list[str],
-    notes: list[str],
-) -> dict[str, Any]:
-    return {
-        "target": run.target,
-        "module": options.module,
-        "args": list(options.args),
-        "options": {
-            "steps": options.steps,
-            "max_seconds": options.max_seconds,
-            "precision": options.precision,
-            "emulate": options.emulate,
-            "unfuse": options.unfuse,
-            "rounding": options.rounding,
-            "sample": options.sample,
-            "depth": options.depth,
-            "skip": [*DEFAULT_SKIP, *options.skip],
-        },
-        "summary": summary,
-        "notes": notes,
-        "optimizer_steps": progress.steps,
-        "iterations": progress.iterations,
-        "first_optimizer": progress.first,
-        "stopped_by": progress.stop_reason if run.stopped else None,
-        "stopped_by_steps": run.stopped and progress.stop_reason == "--steps",
-        "stops_caught_by_script": progress.stops_raised - int(run.stopped),
-        "exit_status": run.status,
-        "exception": run.error,
-        "torch_compile_calls": run.compiled,
-        "records": [
-            {
-                "site": r.site,
-                "frames": [list(frame) for frame in r.frames],
-                "module": r.module,
-                "op": r.op,
-                "phase": r.phase,
-                "shapes": [list(s) for s in r.shapes],
-                "calls": r.calls,
-                "measured_calls": r.measured_calls,
-                "tf32_calls": r.tf32_calls,
-                "verdict": site_verdict(r, options.rounding),
-                "norm_error": _finite(r.norm_error),
-                "entry_error": _finite(r.entry_error),
-                "scaled_entry_error": _finite(r.scaled_entry_error),
-                "fp32_norm_error": _finite(r.fp32_norm_error),
-                "float64_calls": r.float64_calls,
-                "tf32_nonfinite": r.tf32_nonfinite,
-            }
-            for r in report.records
-        ],
-        "not_covered": {
-            name: {"calls": calls, "tf32_gpu": note}
-            for name, (calls, note) in report.not_covered.items()
-        },
-    }

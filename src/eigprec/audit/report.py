@@ -59,10 +59,12 @@ fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
 ``_trilinear`` (``nn.Bilinear``), float32 solves, inverses and LU factorisations (on a GPU
 blocked algorithms with TF32 GEMM updates: ~1e-4 on an H200) -- are *run but not covered*:
 :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does for it, and so do the
-tables. Not seen at all: products inside ``torch.compile``d code (Inductor's Triton kernels
-choose their own TF32 behaviour); products in threads other than the one that opened the
-audit (autograd's own threads excepted); sparse and nested tensors (passed through
-untouched) and non-float32 products. A backward product whose autograd node was not created
+tables. ``torch.compile``d code compiles nothing while the audit runs (Dynamo steps aside
+while a dispatch mode is active): it runs eagerly, and its products are audited as eager
+ones -- what Inductor's kernels would do with TF32 (they choose their own) is not measured.
+Not seen at all: products in threads other than the one that opened the audit (autograd's
+own threads excepted); sparse and nested tensors (passed through untouched) and
+non-float32 products. A backward product whose autograd node was not created
 by an audited forward product (a graph built before the audit, or the backward of a
 non-product such as ``linalg.solve``) is attributed to the frames at backward time, i.e. the
 ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32` block opened *within* the
@@ -92,7 +94,8 @@ from eigprec._args import check_int
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.audit.measures import ENTRY_FLOOR
-from eigprec.audit.mode import AuditMode, Settings, module_paths
+from eigprec.audit.mode import AuditMode, Settings
+from eigprec.audit.modules import module_paths
 from eigprec.audit.options import check_audit_args, check_options, check_sample
 from eigprec.audit.rows import record_rows
 from eigprec.audit.verdict import summary

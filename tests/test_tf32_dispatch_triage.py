@@ -44,7 +44,7 @@ def test_opaque_rebuilt_and_composite_operators_are_looked_into():
     ):
         packet, operands, _ = triage(func, args, None)
         assert packet is func.overloadpacket and operands is None
-    lstm = next(p for p in _tf32_dispatch._tf32_opaque.OPAQUE if p.__name__ == "mkldnn_rnn_layer")
+    lstm = next(p for p in _tf32_dispatch.opaque.OPAQUE if p.__name__ == "mkldnn_rnn_layer")
     assert not _tf32_dispatch.composite(lstm.default)
     assert triage(lstm.default, (), None)[1] is None  # named as not covered
 

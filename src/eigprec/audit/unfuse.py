@@ -28,26 +28,7 @@ from eigprec.tf32 import opaque
 __all__ = ["UNFUSED_OPS", "unfused"]
 
 #: The not-covered operators that ``--unfuse`` replaces by visible products.
-UNFUSED_OPS = frozenset(
-    {
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "_scaled_dot_product_flash_attention_for_cpu_backward",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_efficient_attention_backward",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_flash_attention_backward",
-        "_scaled_dot_product_cudnn_attention",
-        "_scaled_dot_product_cudnn_attention_backward",
-        "_efficient_attention_forward",
-        "_efficient_attention_backward",
-        "_flash_attention_forward",
-        "_flash_attention_backward",
-        "_transformer_encoder_layer_fwd",
-        "_native_multi_head_attention",
-        "mkldnn_rnn_layer",
-        "mkldnn_rnn_layer_backward",
-    }
-)
+UNFUSED_OPS = frozenset(op.__name__ for op in opaque.FUSED_ATTENTION | opaque.ONEDNN_RNN)
 
 
 class _NativeLSTM(TorchFunctionMode):

@@ -346,9 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 stack.enter_context(warnings_at_user_lines(skip))
                 stack.enter_context(compile_calls(run.compiled, skip))
-                _run_script(options, run)
+                _run_script(options, run, progress)
         finally:
-            progress.writing = True  # signals now wait for the report
+            progress.writing = True
             sys.argv[:], sys.path[:] = saved
             _precision._restore(precision)
         with contextlib.suppress(OSError, ValueError):
@@ -361,9 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run.status
 
 
-def _run_script(options: argparse.Namespace, run: Run) -> None:
+def _run_script(options: argparse.Namespace, run: Run, progress: Progress) -> None:
     try:
-        run_target(options.target, options.args, options.module)
+        try:
+            run_target(options.target, options.args, options.module)
+        finally:
+            progress.writing = True  # the timer and SIGTERM now wait for the report
     except StopRun:
         run.stopped = True
     except SystemExit as request:

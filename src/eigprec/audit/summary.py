@@ -116,8 +116,8 @@ def _notes(options: argparse.Namespace, run: Run, progress: Progress, report: Au
     if unmeasured:
         notes.append(
             f"{unmeasured} of {sum(r.calls for r in records)} calls were counted, not measured "
-            f"(--sample {options.sample}: each site's first {options.sample} calls and every "
-            f"{options.sample}th after; --sample 1 measures every call)"
+            f"(--sample {options.sample}: each site's first {options.sample} calls, then one "
+            f"in {options.sample}; --sample 1 measures every call)"
         )
     if options.unfuse:
         notes.append(

@@ -159,11 +159,14 @@ def test_explicit_cluster_tol_controls_the_cluster():
     torch.testing.assert_close(G_default, Q[:, 1:2] @ Q[:, 1:2].T, atol=1e-9, rtol=0)
 
 
-def test_default_cluster_tol_scales_with_eps_sqrt_n_and_norm():
+def test_default_cluster_tol_scales_with_eps_and_norm():
     w = torch.tensor([[-4.0, 1.0, 2.0]], dtype=torch.float32)
     tol = default_cluster_tol(w, 3)
     assert tol.shape == (1,)
-    assert float(tol) == pytest.approx(3 * torch.finfo(torch.float32).eps * math.sqrt(16) * 4.0)
+    # float32: the refined tolerance, 2 eps · max|λ|; float64: 3 · √max(n, 16) eps · max|λ|
+    assert float(tol) == pytest.approx(2 * torch.finfo(torch.float32).eps * 4.0)
+    tol64 = default_cluster_tol(w.double(), 3)
+    assert float(tol64) == pytest.approx(3 * torch.finfo(torch.float64).eps * math.sqrt(16) * 4)
 
 
 def test_default_cluster_tol_bad_arguments_raise_clear_errors():

@@ -10,7 +10,22 @@ data.
 
 from __future__ import annotations
 
-__all__ = ["CUPY_MAX_N", "auto_uses_cupy"]
+__all__ = [
+    "CUPY_MAX_N",
+    "SUBSET_MAX_BATCH_VALUE",
+    "SUBSET_MIN_ENTRIES_GRAD",
+    "SUBSET_MIN_N_GRAD",
+    "SUBSET_MIN_N_VALUE",
+    "auto_uses_cupy",
+    "cpu_uses_subset",
+]
+
+#: CPU, value alone: the subset driver from this n on, or for batches of at most
+#: :data:`SUBSET_MAX_BATCH_VALUE` matrices (:func:`cpu_uses_subset`).
+SUBSET_MIN_N_VALUE, SUBSET_MAX_BATCH_VALUE = 24, 4
+#: CPU, value and eigenvector: the subset driver from this n on, once batch · n² reaches
+#: :data:`SUBSET_MIN_ENTRIES_GRAD`.
+SUBSET_MIN_N_GRAD, SUBSET_MIN_ENTRIES_GRAD = 16, 4096
 
 #: Largest n sent to CuPy's float32/float64 batched Jacobi. float32 Jacobi loses accuracy
 #: about linearly in n (H200, CuPy 14.2: 8.4e-6 · max|λ| at n = 45, 1.6e-4 at 256, 6.4e-4 at
@@ -41,3 +56,31 @@ def auto_uses_cupy(n: int, batch: int) -> bool:
     if n > CUPY_MAX_N:
         return False
     return n > 32 or (n > 16 and batch >= _CUPY_MIN_BATCH_SMALL_N)
+
+
+def cpu_uses_subset(n: int, batch: int, grad: bool) -> bool:
+    """Whether ``method="auto"`` runs LAPACK's subset driver on a CPU batch (else torch).
+
+    The subset driver finds one eigenpair per matrix but is called matrix by matrix from
+    Python; torch's solver finds all of them in one call. Measured side by side (one thread,
+    thread CPU time, interleaved; ``benchmarks/bench_eig.py --sweep``), the subset driver was
+    the faster for the value alone from n = 24, or for up to 4 matrices at any n, and for the
+    value and its eigenvector from n = 16 once the batch held batch · n² ≥ 4096 entries.
+
+    Args:
+        n: matrix size.
+        batch: number of matrices.
+        grad: whether the eigenvector for a gradient is wanted too.
+
+    Returns:
+        True where the subset driver measured faster than torch's own solver.
+
+    Example:
+        >>> cpu_uses_subset(8, 1, grad=False), cpu_uses_subset(8, 64, grad=False)
+        (True, False)
+        >>> cpu_uses_subset(32, 1, grad=True), cpu_uses_subset(45, 2000, grad=True)
+        (False, True)
+    """
+    if grad:
+        return n >= SUBSET_MIN_N_GRAD and batch * n * n >= SUBSET_MIN_ENTRIES_GRAD
+    return n >= SUBSET_MIN_N_VALUE or batch <= SUBSET_MAX_BATCH_VALUE

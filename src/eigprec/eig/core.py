@@ -24,47 +24,111 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["KthEigenvalue", "clarke_factor", "clarke_gradient", "default_tolerance", "kth_eigvalsh"]
+__all__ = [
+    "KthEigenvalue",
+    "clarke_factor",
+    "clarke_gradient",
+    "cluster_breaks",
+    "cluster_weights",
+    "default_tolerance",
+    "kth_eigvalsh",
+    "refined_gaps",
+    "symmetric_lower",
+]
 
-#: Eigenvalues closer than ``min(3·√max(n, 16), 20) · eps · max|λ|`` form one cluster.
+#: float32, the WINDOW pairs on each side of k: refined gaps under REFINED_TOL·eps·max|λ| link.
+REFINED_TOL, WINDOW = 2.0, 4
+#: Elsewhere (float64, far from k): computed gaps under min(3·√max(n, 16), 20)·eps·max|λ|.
 TOL_FACTOR, TOL_CAP = 3.0, 20.0
 
 
 def default_tolerance(w: Tensor) -> Tensor:
-    """``(...)`` absolute cluster tolerances for eigenvalues ``w`` of shape ``(..., n)``."""
-    n = w.shape[-1]
-    scale = min(TOL_FACTOR * math.sqrt(max(n, 16)), TOL_CAP) * torch.finfo(w.dtype).eps
-    return scale * w.abs().amax(dim=-1)
+    """``(...)`` tolerances on the gaps next to λ_k for eigenvalues ``w`` of shape ``(..., n)``.
+
+    Refined float32 gaps: REFINED_TOL; float64, whose gaps float64 cannot refine: the plain one.
+    """
+    return _scale(w, w.dtype == torch.float32) * w.abs().amax(dim=-1)
 
 
-def cluster_weights(w: Tensor, k: int, tol: Tensor | float) -> Tensor:
+def _scale(w: Tensor, refined: bool) -> float:
+    if refined:
+        return REFINED_TOL * torch.finfo(w.dtype).eps
+    return min(TOL_FACTOR * math.sqrt(max(w.shape[-1], 16)), TOL_CAP) * torch.finfo(w.dtype).eps
+
+
+def refined_gaps(S: Tensor, V: Tensor) -> Tensor:
+    """``(..., m - 1)`` gaps of each consecutive pair of columns of ``V`` ``(..., n, m)``, refined.
+
+    The eigenvalue gap of the 2 × 2 Rayleigh–Ritz problem on the pair's span, in float64, with
+    the pair's Gram matrix (float32 eigenvectors are orthonormal only to ≈ √n eps). A solver's
+    computed eigenvalues err by several eps·‖A‖ and split an exact tie or shrink a true gap of
+    5 eps to 0.2 eps; the span of two eigenvectors is far more accurate, so the Ritz gap of a
+    tie is ≲ 0.35 eps and that of a 5-eps gap 4.96 eps (``tests/test_eig_tolerance.py``).
+    ``S``: the full symmetric matrix.
+    """
+    X = V.double()
+    AX = S.double() @ X
+    d, g = (X * AX).sum(-2), (X * X).sum(-2)
+    b, h = (X[..., :-1] * AX[..., 1:]).sum(-2), (X[..., :-1] * X[..., 1:]).sum(-2)
+    d1, d2, g1, g2 = d[..., :-1], d[..., 1:], g[..., :-1], g[..., 1:]
+    mu = (d1 / g1 + d2 / g2) / 2  # shifted, so that the quadratic's terms are of the gap's size
+    d1, d2, b = d1 - mu * g1, d2 - mu * g2, b - mu * h
+    det = g1 * g2 - h * h
+    lin = d1 * g2 + d2 * g1 - 2 * b * h
+    return torch.sqrt((lin * lin - 4 * det * (d1 * d2 - b * b)).clamp_min(0)) / det
+
+
+def cluster_breaks(w: Tensor, V: Tensor, k: int, S: Tensor | None, tol: Any = None) -> Tensor:
+    """``(..., n - 1)`` bools: where consecutive eigenvalues ``w`` belong to different clusters.
+
+    With ``tol`` (absolute): where the computed gap exceeds it. By default, in float32 with the
+    symmetric matrix ``S``, the :data:`WINDOW` pairs on each side of k compare refined gaps
+    (:func:`refined_gaps`) with :data:`REFINED_TOL`; other pairs, and float64, compare computed
+    gaps with the plain tolerance, which measured ties of many copies need (issue 49).
+    """
+    gaps = w[..., 1:] - w[..., :-1]
+    if tol is not None:
+        return gaps > tol
+    top = w.abs().amax(dim=-1, keepdim=True)
+    breaks = gaps > _scale(w, False) * top
+    if S is None or w.dtype != torch.float32:
+        return breaks
+    lo, hi = max(k - WINDOW, 0), min(k + WINDOW + 1, w.shape[-1])
+    near = refined_gaps(S, V[..., lo:hi]) > (_scale(w, True) * top).double()
+    return torch.cat([breaks[..., :lo], near, breaks[..., hi - 1 :]], dim=-1)
+
+
+def cluster_weights(
+    w: Tensor, V: Tensor, k: int, S: Tensor | None = None, tol: Any = None
+) -> Tensor:
     """``(..., n)`` weights: 1/r on the r eigenvalues of λ_k's cluster, 0 elsewhere.
 
-    A cluster is a chain of consecutive (ascending) eigenvalues, each less than ``tol`` above
-    the previous one: rounding spreads the copies of a large tie over several times the gap
-    between neighbouring copies, so a ball around λ_k would split it. A mask over all
-    eigenvalues keeps shapes static and never asks the host how large a cluster is.
+    A cluster is a chain of consecutive eigenvalues (:func:`cluster_breaks`): rounding spreads
+    the copies of a large tie over several times the gap between neighbouring copies, so a
+    ball around λ_k would split it. A mask keeps shapes static and asks the host nothing.
     """
-    breaks = (w[..., 1:] - w[..., :-1]) > tol
-    run = torch.nn.functional.pad(breaks.cumsum(-1), (1, 0))
+    run = torch.nn.functional.pad(cluster_breaks(w, V, k, S, tol).cumsum(-1), (1, 0))
     inside = run == run[..., k : k + 1]
     return inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
 
 
-def clarke_factor(w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None) -> Tensor:
+def clarke_factor(
+    w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None, S: Tensor | None = None
+) -> Tensor:
     """F with F Fᵀ the chosen element of ∂λ_k: ``(..., n, 1)`` or ``(..., n, n)``.
 
     Args:
         w: ``(..., n)`` ascending eigenvalues; V: their ``(..., n, n)`` eigenvectors.
         k: index of the eigenvalue (non-negative).
         subgradient: ``"eigenvector"`` (q qᵀ) or ``"mean"`` (U Uᵀ / r).
-        tol: cluster tolerance for ``"mean"``, absolute; None: :func:`default_tolerance`.
+        tol: cluster tolerance for ``"mean"``, absolute; None: the default rule
+            (:func:`cluster_breaks`).
+        S: the symmetric matrix, for the default rule's refined gaps (None: computed gaps).
     """
     if subgradient == "eigenvector":
         return V[..., :, k : k + 1]
-    tol = default_tolerance(w)[..., None] if tol is None else tol
     # [show:mean]
-    weights = cluster_weights(w, k, tol)  # 1/r inside λ_k's cluster, 0 outside
+    weights = cluster_weights(w, V, k, S, tol)  # 1/r inside λ_k's cluster, 0 outside
     return V * weights.sqrt()[..., None, :]  # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r
     # [/show:mean]
 
@@ -79,11 +143,34 @@ def clarke_gradient(F: Tensor, grad_lam: Tensor) -> Tensor:
         # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and
         # one pass over the (..., n, n) result.
         return (F * grad_lam[..., None, None]) * F.mT
-    if F.dtype == torch.float32:
+    if F.dtype == torch.float32 and not _ieee_float32_product(F):
         # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
         return (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
     return (F @ F.mT) * grad_lam[..., None, None]
     # [/show:backward]
+
+
+def _ieee_float32_product(F: Tensor) -> bool:
+    """Whether a float32 product of ``F`` runs in IEEE float32: on the CPU at "highest".
+
+    Elsewhere, or at a lower matmul precision (oneDNN may then use bf16/TF32 on the CPU), the
+    float64 GEMM costs more but is exact enough: on the CPU it cost "mean" 1.14-1.35× eigh's
+    backward (issue 49).
+    """
+    if F.device.type != "cpu" or torch.get_float32_matmul_precision() != "highest":
+        return False
+    onednn = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    return getattr(onednn, "fp32_precision", "none") in ("none", "ieee")
+
+
+def symmetric_lower(A: Tensor) -> Tensor:
+    """The symmetric matrix whose lower triangle is ``A``'s (the one ``eigh`` reads).
+
+    The strict triangle and the diagonal apart: T + Tᵀ − diag(T) would double the diagonal on
+    the way and overflow near the dtype's largest value (inf − inf = NaN).
+    """
+    L = A.tril(-1)
+    return L + L.mT + torch.diag_embed(A.diagonal(dim1=-2, dim2=-1))
 
 
 class KthEigenvalue(torch.autograd.Function):
@@ -92,7 +179,8 @@ class KthEigenvalue(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, A: Tensor, k: int, subgradient: str, tol: Any) -> Tensor:
         w, V = torch.linalg.eigh(A)
-        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol))
+        S = symmetric_lower(A) if subgradient == "mean" and tol is None else None
+        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol, S))
         return w[..., k].clone()
 
     @staticmethod
@@ -110,7 +198,7 @@ def kth_eigvalsh(
         A: ``(..., n, n)`` real symmetric float32/float64 tensor (its lower triangle is read).
         k: index into the ascending eigenvalues; negative counts from the largest.
         subgradient: ``"eigenvector"`` or ``"mean"`` (see the module's docstring).
-        cluster_tol: largest gap inside a cluster for ``"mean"``; None: the default.
+        cluster_tol: largest gap inside a cluster for ``"mean"``; None: the default rule.
 
     Returns:
         ``(...)`` tensor of the k-th eigenvalues.

@@ -36,18 +36,17 @@ __all__ = [
     "symmetric_lower",
 ]
 
-#: float32, the WINDOW pairs on each side of k: refined gaps under REFINED_TOL·eps·max|λ| link.
+#: float32, the WINDOW pairs on each side of k: refined gaps under REFINED_TOL·eps·max|λ| too.
 REFINED_TOL, WINDOW = 2.0, 4
-#: Elsewhere (float64, far from k): computed gaps under min(3·√max(n, 16), 20)·eps·max|λ|.
+#: Computed gaps under min(3·√max(n, 16), 20)·eps·max|λ| link (the only test far from k, and
+#: in float64).
 TOL_FACTOR, TOL_CAP = 3.0, 20.0
 
 
-def default_tolerance(w: Tensor) -> Tensor:
-    """``(...)`` tolerances on the gaps next to λ_k for eigenvalues ``w`` of shape ``(..., n)``.
-
-    Refined float32 gaps: REFINED_TOL; float64, whose gaps float64 cannot refine: the plain one.
-    """
-    return _scale(w, w.dtype == torch.float32) * w.abs().amax(dim=-1)
+def default_tolerance(w: Tensor, refined: bool = True) -> Tensor:
+    """``(...)`` tolerances for eigenvalues ``w`` ``(..., n)``: on refined gaps (float32) next to
+    λ_k, or on computed gaps (float64, or ``refined=False``)."""
+    return _scale(w, refined and w.dtype == torch.float32) * w.abs().amax(dim=-1)
 
 
 def _scale(w: Tensor, refined: bool) -> float:
@@ -56,18 +55,18 @@ def _scale(w: Tensor, refined: bool) -> float:
     return min(TOL_FACTOR * math.sqrt(max(w.shape[-1], 16)), TOL_CAP) * torch.finfo(w.dtype).eps
 
 
-def refined_gaps(S: Tensor, V: Tensor) -> Tensor:
+def refined_gaps(A: Tensor, V: Tensor) -> Tensor:
     """``(..., m - 1)`` gaps of each consecutive pair of columns of ``V`` ``(..., n, m)``, refined.
 
     The eigenvalue gap of the 2 × 2 Rayleigh–Ritz problem on the pair's span, in float64, with
-    the pair's Gram matrix (float32 eigenvectors are orthonormal only to ≈ √n eps). A solver's
-    computed eigenvalues err by several eps·‖A‖ and split an exact tie or shrink a true gap of
-    5 eps to 0.2 eps; the span of two eigenvectors is far more accurate, so the Ritz gap of a
-    tie is ≲ 0.35 eps and that of a 5-eps gap 4.96 eps (``tests/test_eig_tolerance.py``).
-    ``S``: the full symmetric matrix.
+    the pair's Gram matrix (float32 eigenvectors are orthonormal only to ≈ √n eps), for the
+    symmetric matrix whose lower triangle is ``A``'s. A solver's computed eigenvalues err by
+    several eps·‖A‖: they split an exact tie, or shrink a true gap of 5 eps to 0.4 eps. The
+    span of two eigenvectors is far more accurate: the Ritz gap of a tie measured ≲ 0.5 eps,
+    that of a 5-eps gap 4.96 eps (``tests/test_eig_tolerance.py``).
     """
     X = V.double()
-    AX = S.double() @ X
+    AX = symmetric_lower(A.double()) @ X
     d, g = (X * AX).sum(-2), (X * X).sum(-2)
     b, h = (X[..., :-1] * AX[..., 1:]).sum(-2), (X[..., :-1] * X[..., 1:]).sum(-2)
     d1, d2, g1, g2 = d[..., :-1], d[..., 1:], g[..., :-1], g[..., 1:]
@@ -78,42 +77,44 @@ def refined_gaps(S: Tensor, V: Tensor) -> Tensor:
     return torch.sqrt((lin * lin - 4 * det * (d1 * d2 - b * b)).clamp_min(0)) / det
 
 
-def cluster_breaks(w: Tensor, V: Tensor, k: int, S: Tensor | None, tol: Any = None) -> Tensor:
+def cluster_breaks(w: Tensor, V: Tensor, k: int, A: Tensor | None, tol: Any = None) -> Tensor:
     """``(..., n - 1)`` bools: where consecutive eigenvalues ``w`` belong to different clusters.
 
-    With ``tol`` (absolute): where the computed gap exceeds it. By default, in float32 with the
-    symmetric matrix ``S``, the :data:`WINDOW` pairs on each side of k compare refined gaps
-    (:func:`refined_gaps`) with :data:`REFINED_TOL`; other pairs, and float64, compare computed
-    gaps with the plain tolerance, which measured ties of many copies need (issue 49).
+    With ``tol`` (absolute): where the computed gap exceeds it. By default: where the computed
+    gap exceeds the plain tolerance (TOL_FACTOR, TOL_CAP), above every computed split of an
+    exact tie measured; in float32, with ``A`` (its lower triangle), the
+    :data:`WINDOW` pairs on each side of k also break where the refined gap
+    (:func:`refined_gaps`) exceeds :data:`REFINED_TOL`, which keeps true gaps of 3 eps apart.
     """
     gaps = w[..., 1:] - w[..., :-1]
     if tol is not None:
         return gaps > tol
     top = w.abs().amax(dim=-1, keepdim=True)
     breaks = gaps > _scale(w, False) * top
-    if S is None or w.dtype != torch.float32:
-        return breaks
     lo, hi = max(k - WINDOW, 0), min(k + WINDOW + 1, w.shape[-1])
-    near = refined_gaps(S, V[..., lo:hi]) > (_scale(w, True) * top).double()
+    near = breaks[..., lo : hi - 1]
+    if A is None or w.dtype != torch.float32 or (A.device.type == "cpu" and bool(near.all())):
+        return breaks  # (on the CPU, where every pair near k is apart anyway, refine nothing)
+    near = near | (refined_gaps(A, V[..., lo:hi]) > (_scale(w, True) * top).double())
     return torch.cat([breaks[..., :lo], near, breaks[..., hi - 1 :]], dim=-1)
 
 
 def cluster_weights(
-    w: Tensor, V: Tensor, k: int, S: Tensor | None = None, tol: Any = None
+    w: Tensor, V: Tensor, k: int, A: Tensor | None = None, tol: Any = None
 ) -> Tensor:
     """``(..., n)`` weights: 1/r on the r eigenvalues of λ_k's cluster, 0 elsewhere.
 
     A cluster is a chain of consecutive eigenvalues (:func:`cluster_breaks`): rounding spreads
     the copies of a large tie over several times the gap between neighbouring copies, so a
-    ball around λ_k would split it. A mask keeps shapes static and asks the host nothing.
+    ball around λ_k would split it. A mask keeps shapes static.
     """
-    run = torch.nn.functional.pad(cluster_breaks(w, V, k, S, tol).cumsum(-1), (1, 0))
+    run = torch.nn.functional.pad(cluster_breaks(w, V, k, A, tol).cumsum(-1), (1, 0))
     inside = run == run[..., k : k + 1]
     return inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
 
 
 def clarke_factor(
-    w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None, S: Tensor | None = None
+    w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None, A: Tensor | None = None
 ) -> Tensor:
     """F with F Fᵀ the chosen element of ∂λ_k: ``(..., n, 1)`` or ``(..., n, n)``.
 
@@ -123,12 +124,12 @@ def clarke_factor(
         subgradient: ``"eigenvector"`` (q qᵀ) or ``"mean"`` (U Uᵀ / r).
         tol: cluster tolerance for ``"mean"``, absolute; None: the default rule
             (:func:`cluster_breaks`).
-        S: the symmetric matrix, for the default rule's refined gaps (None: computed gaps).
+        A: the matrix (lower triangle), for the default rule's refined gaps.
     """
     if subgradient == "eigenvector":
         return V[..., :, k : k + 1]
     # [show:mean]
-    weights = cluster_weights(w, V, k, S, tol)  # 1/r inside λ_k's cluster, 0 outside
+    weights = cluster_weights(w, V, k, A, tol)  # 1/r inside λ_k's cluster, 0 outside
     return V * weights.sqrt()[..., None, :]  # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r
     # [/show:mean]
 
@@ -179,8 +180,7 @@ class KthEigenvalue(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, A: Tensor, k: int, subgradient: str, tol: Any) -> Tensor:
         w, V = torch.linalg.eigh(A)
-        S = symmetric_lower(A) if subgradient == "mean" and tol is None else None
-        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol, S))
+        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol, A))
         return w[..., k].clone()
 
     @staticmethod

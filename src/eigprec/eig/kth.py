@@ -30,6 +30,7 @@ from eigprec.eig.ops import (
     apply_eager,
     factor_impl,
     factor_op,
+    isolated,
     value_impl,
     value_op,
 )
@@ -56,17 +57,21 @@ _TORCH_BATCHES_EVERY_N = (2, 12)
 # --------------------------------------------------------------------------- the thin path
 
 
-def _thin(A: Tensor, k: int, lower: bool, backend: str) -> Tensor | None:
+def _thin(A: Tensor, k: int, lower: bool, backend: str, mean: bool) -> Tensor | None:
     """λ_k where ``method="auto"`` runs torch's own solver or the subset driver, else None.
 
     The common call, cheaply: ``A`` a plain float32/float64 CPU or CUDA tensor, ``k`` an int in
     range, no ``torch.compile`` tracing, ``torch.func`` transform or forward-mode level active
     (those take the general path, whose validation gives the error messages). The value comes
     from ``torch.linalg.eigvalsh``, and its gradient from torch's own backward of ``eigh``,
-    which is the q qᵀ of ``subgradient="eigenvector"``; a batch that is not finite goes to the
-    general path, which masks the bad entries (LAPACK returned finite numbers for a 2 × 2
-    matrix holding NaN). On the CPU, no-gradient calls that the subset driver answers faster
+    which is the q qᵀ of ``subgradient="eigenvector"``. A batch that is not finite goes to the
+    general path, which masks the bad entries; the screen reads the input, because LAPACK
+    returned finite eigenvalues for matrices holding NaN (``tests/test_eig.py``). On the CPU,
+    no-gradient calls that the subset driver answers faster
     (:func:`eigprec.eig.auto.cpu_uses_subset`) run it directly, screened in NumPy.
+    ``mean``: ``subgradient="mean"`` with the default rule, whose value is the same and whose
+    gradient is q qᵀ wherever λ_k is a cluster of one — on the CPU, checked on the computed
+    eigenvalues after torch's ``eigh``; a cluster of more goes to the general path.
     """
     dtype = A.dtype
     if dtype is not _F32 and dtype is not _F64:
@@ -83,11 +88,16 @@ def _thin(A: Tensor, k: int, lower: bool, backend: str) -> Tensor | None:
     if _fwAD._current_level >= 0:  # dual tensors: the general path carries the tangent
         return None
     grad = A.requires_grad and torch.is_grad_enabled()
+    if mean and grad:
+        if not A.is_cpu or not math.isfinite(A.detach().sum().item()):
+            return None
+        w = torch.linalg.eigh(A, "L" if lower else "U").eigenvalues
+        return w[..., k] if isolated(w.detach(), k % n, math.nan) else None
     if A.is_cpu:
         if auto.cpu_uses_subset(n, A.numel() // (n * n), grad):
             if grad or not _scipy_ok():
                 return None
-            a = A.data.numpy()
+            a = (A.detach() if A.requires_grad else A).numpy()
             # Screened in NumPy: a torch operator between NumPy and SciPy calls cost more.
             if not lapack.all_finite(a):
                 return None
@@ -96,8 +106,9 @@ def _thin(A: Tensor, k: int, lower: bool, backend: str) -> Tensor | None:
         return None
     # One reduction screens the batch: NaN and Inf propagate through a sum, and an overflow
     # only sends the call down the general path. (On CUDA it synchronises, as
-    # torch.linalg.eigvalsh does anyway to check its solver's status.)
-    if not math.isfinite(A.data.sum().item()):
+    # torch.linalg.eigvalsh does anyway to check its solver's status.) Checking the values
+    # instead would not do: LAPACK returned finite eigenvalues for matrices holding NaN.
+    if not math.isfinite((A.detach() if grad else A).sum().item()):
         return None
     return torch.linalg.eigvalsh(A, "L" if lower else "U")[..., k]
 
@@ -398,14 +409,14 @@ def kth_eigvalsh(
         type(A) is Tensor
         and type(k) is int
         and method == "auto"
-        and subgradient == "eigenvector"
+        and (subgradient == "eigenvector" or subgradient == "mean")
         and cluster_tol is None
         and cluster_rtol is None
         and steps is None
         and (lower is True or lower is False)
         and (backend == "auto" or backend == "torch")
     ):
-        lam = _thin(A, k, lower, backend)
+        lam = _thin(A, k, lower, backend, subgradient == "mean")
         if lam is not None:
             return lam
     k = _validate(A, k, lower, backend, method, subgradient, cluster_tol, steps, cluster_rtol)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from eigprec.eig import cupy_solver, inverse_iteration, lapack
-from eigprec.eig.core import clarke_factor, clarke_gradient, cluster_weights, symmetric_lower
+from eigprec.eig.core import clarke_factor, clarke_gradient, cluster_weights, default_tolerance
 
 __all__ = [
     "KthEigvalsh",
@@ -27,6 +27,7 @@ __all__ = [
     "apply_eager",
     "factor_impl",
     "factor_op",
+    "isolated",
     "value_impl",
     "value_op",
 ]
@@ -103,9 +104,7 @@ def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float | None:
 
 def _mean_weights(A: Tensor, w: Tensor, V: Tensor, k: int, lower: bool, cluster_tol: float):
     """The weights of U Uᵀ / r (:func:`eigprec.eig.core.cluster_weights`) for the op's tolerance."""
-    tol = _tolerance(w, cluster_tol)
-    S = symmetric_lower(A if lower else A.mT) if tol is None and w.dtype == torch.float32 else None
-    return cluster_weights(w, V, k, S, tol)
+    return cluster_weights(w, V, k, A if lower else A.mT, _tolerance(w, cluster_tol))
 
 
 def value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
@@ -148,6 +147,11 @@ def factor_impl(
     steps: int,
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol``: see _tolerance)."""
+    return _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=False)
+
+
+def _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, *, compact: bool):
+    """:func:`factor_impl`; ``compact``: ``"mean"``'s F holds only its clusters' columns (CPU)."""
     if method == "subset" and A.device.type == "cpu":  # finite batches: no torch-level screen
         screened = lapack.kth_eigenpair(A, k, lower, vectors=True, screen=True)
         if screened is not None:
@@ -167,9 +171,50 @@ def factor_impl(
         lam = w[..., k]
         if subgradient == "eigenvector":
             F = clarke_factor(w, V, k, subgradient)
+        elif compact and A.device.type == "cpu" and isolated(w, k, cluster_tol):
+            F = V[..., :, k : k + 1]  # a cluster of one everywhere: U Uᵀ / r = q qᵀ
         else:  # U Uᵀ / r, as core.clarke_factor, with the op's encoding of the tolerance
-            F = V * _mean_weights(A_clean, w, V, k, lower, cluster_tol).sqrt()[..., None, :]
+            weights = _mean_weights(A_clean, w, V, k, lower, cluster_tol)
+            # (below n = 32 the n³ product costs less than finding the columns)
+            if compact and A.device.type == "cpu" and A.shape[-1] >= 32:
+                F = _cluster_columns(V, weights)
+            else:
+                F = V * weights.sqrt()[..., None, :]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
+
+
+def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
+    """Whether λ_k is a cluster of one in every batch entry, from the computed gaps beside it.
+
+    The default rule breaks wherever the computed gap exceeds the plain tolerance, whatever
+    the refined gap (:func:`eigprec.eig.core.cluster_breaks`); a user's tolerance is
+    compared with computed gaps alone. Asks the host: CPU only.
+    """
+    tol = _tolerance(w, cluster_tol)
+    if tol is None:
+        tol = default_tolerance(w, refined=False)[..., None]
+    n = w.shape[-1]
+    lo, hi = max(k - 1, 0), min(k + 2, n)
+    near = w[..., lo:hi]
+    return bool((near[..., 1:] - near[..., :-1] > tol).all()) if hi - lo > 1 else True
+
+
+def _cluster_columns(V: Tensor, weights: Tensor) -> Tensor:
+    """``(..., n, R)`` columns of ``V`` scaled by √weights, R the largest cluster in the batch.
+
+    The same F Fᵀ as ``V · diag(√weights)`` (a cluster is a run of consecutive columns), with
+    R columns instead of n: the backward pass's product costs n² R instead of n³, and with
+    R = 1 it is the eigenvector's exact outer product. Asks the host for R: CPU only.
+    """
+    inside = weights > 0
+    r = inside.sum(dim=-1, keepdim=True)
+    width = int(r.max()) if r.numel() else 1
+    offsets = torch.arange(width, device=V.device)
+    first = inside.to(torch.int8).argmax(dim=-1, keepdim=True)
+    index = (first + offsets).clamp_max(V.shape[-1] - 1)
+    columns = V.gather(-1, index[..., None, :].expand(*V.shape[:-1], width))
+    scale = torch.where(offsets < r, weights.gather(-1, index), weights.new_zeros(()))
+    return columns * scale.sqrt()[..., None, :]
 
 
 factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())(factor_impl)
@@ -332,7 +377,7 @@ class KthEigvalsh(torch.autograd.Function):
         if torch._C._are_functorch_transforms_active():
             return factor_op(A, k, lower, backend, method, subgradient, cluster_tol, steps)
         # Eager: the implementation itself, without the custom op's dispatch (issue 49).
-        return factor_impl(A, k, lower, backend, method, subgradient, cluster_tol, steps)
+        return _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=True)
 
     @staticmethod
     def vmap(info, in_dims, A, *args):

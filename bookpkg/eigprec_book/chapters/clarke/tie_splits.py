@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eigprec.eig.core import refined_gaps, symmetric_lower
+from eigprec.eig.core import refined_gaps
 
 __all__ = ["PlantedGap", "TieSplit", "measure_planted_gaps", "measure_tie_splits"]
 
@@ -135,7 +135,7 @@ def measure_tie_splits(
                         spread = copies.amax(-1) - copies.amin(-1)
                         spreads.append(float((spread / unit[:, 0]).max()))
                         if dtype == torch.float32:
-                            r = refined_gaps(symmetric_lower(A), V[..., k : k + m])
+                            r = refined_gaps(A, V[..., k : k + m])
                             refined.append(float((r / unit).max()))
                     out.append(
                         TieSplit(kind, name, n, m, tuple(gaps), tuple(refined), tuple(spreads))
@@ -180,6 +180,6 @@ def measure_planted_gaps(
             w, V = torch.linalg.eigh(A)
             unit = eps * w.abs().amax(-1).double()
             computed = (w[:, k + 1] - w[:, k]).double() / unit
-            refined = refined_gaps(symmetric_lower(A), V[..., k : k + 2])[:, 0] / unit
+            refined = refined_gaps(A, V[..., k : k + 2])[:, 0] / unit
             out.append(PlantedGap(n, gap, matrices, float(computed.min()), float(refined.min())))
     return out

@@ -122,7 +122,7 @@ def test_auto_can_choose_plain_torch_on_every_device(monkeypatch):
         if grad:  # torch's own backward of eigh: its q qᵀ is the "eigenvector" element
             assert type(lam.grad_fn).__name__ == "SelectBackward0"
             (G,) = torch.autograd.grad(lam.sum(), A)
-            w, V = torch.linalg.eigh(A.detach())
+            _, V = torch.linalg.eigh(A.detach())
             q = V[..., -1:]
             torch.testing.assert_close(G, q @ q.mT)
     # CUDA: torch wherever CuPy is not known to help (torch >= 2.12 always, and below that

@@ -1,11 +1,9 @@
 """Record kth_eigvalsh against torch.linalg on a CUDA GPU, with provenance.
 
 ``python -m eigprec_book.record eig --out book/data/eig_gpu.json`` first records issue 49's
-grid (``eigprec_book.chapters.clarke.speed.THIN_GRID``: batch × n = 1×8 … 8×1024, the shapes
-``benchmarks/bench_eig.py`` measures on the CPU): ``kth_eigvalsh`` ÷ ``torch.linalg.eigvalsh``,
-``kth_eigvalsh`` + backward ÷ ``eigh`` + backward and ``"mean"`` + backward ÷ ``eigh`` +
-backward, side by side (``thin_grid``). Then it times, for random symmetric float32 batches
-(n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events after a warm-up:
+grid, ``kth_eigvalsh`` against ``torch.linalg`` at the shapes ``benchmarks/bench_eig.py``
+measures on the CPU (``thin_grid``, :mod:`._eig_thin`). Then it times, for random symmetric
+float32 batches (n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events:
 
 * ``torch.linalg.eigvalsh`` (forward) and ``torch.linalg.eigh`` + backward;
 * ``kth_eigvalsh`` on each backend (CuPy where it works, torch): forward, and forward +
@@ -35,7 +33,7 @@ from torch import Tensor
 from eigprec.eig import kth_eigvalsh
 from eigprec.runtime import describe_runtime
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
-from eigprec_book.record import _eig_grid, _eig_report, _record
+from eigprec_book.record import _eig_grid, _eig_report, _eig_thin, _record
 from eigprec_book.record._cupy_status import cupy_solver_status
 from eigprec_book.record._record import check_top_level
 
@@ -61,8 +59,7 @@ SCHEMA = "eigprec.bench.eig/5"
 #: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026), 4
 #: (no thin-path grid) and 5.
 SCHEMAS = ("eigprec.bench.eig/3", "eigprec.bench.eig/4", SCHEMA)
-#: Issue 49's target for every ratio of the thin-path grid.
-THIN_TARGET = 1.10
+
 SIZES = (16, 32, 33, 45, 64, 100)
 BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
@@ -308,36 +305,6 @@ def provenance(device: str = "cuda") -> dict[str, Any]:
     return {**describe_runtime().as_record(), "device": device}
 
 
-#: The thin-path grid of a CPU record (tests, dry run): small, so that it stays quick.
-THIN_GRID_CPU = ((1, 8), (4, 12))
-
-
-def _thin_section(
-    shapes: Sequence[tuple[int, int]] | None,
-    device: str,
-    max_repeats: int,
-    per_candidate_s: float,
-    start: float,
-    budget_s: float,
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """Issue 49's grid: ``kth_eigvalsh`` against ``torch.linalg`` at the benchmark's shapes."""
-    from eigprec_book.chapters.clarke.speed import THIN_GRID, THIN_RATIOS, thin_path_ratios
-
-    if shapes is None:
-        shapes = THIN_GRID if device == "cuda" else THIN_GRID_CPU
-    rows, skipped = thin_path_ratios(
-        tuple(shapes),
-        clock=cuda_event_clock if device == "cuda" else perf_counter_clock,
-        device=device,
-        rounds=max(3, max_repeats),
-        min_rounds=min(3, max(1, max_repeats)),
-        budget_s=5 * per_candidate_s,
-        deadline=start + 0.25 * budget_s,
-    )
-    ratios = {name: f"{num} ÷ {den}" for name, (num, den) in THIN_RATIOS.items()}
-    return {"ratios": ratios, "target": THIN_TARGET, "rows": rows}, skipped
-
-
 def _guarded(name: str, fn: Callable[[], Any], skipped: list[dict[str, str]]) -> Any:
     """Run one optional section; on failure keep its error (the rest of the record stays)."""
     try:
@@ -381,9 +348,8 @@ def record(
         grid: ``(batch, n)`` shapes of the accuracy grid (default
             :func:`eigprec_book.record._eig_grid.grid_shapes`: n = 8 … 2048, batch = 1 … 4096);
             it gets the budget left after the timing grid, less a reserve for the rest.
-        thin_grid: ``(batch, n)`` shapes of issue 49's grid (default
-            :data:`eigprec_book.chapters.clarke.speed.THIN_GRID` on CUDA; two small shapes on
-            the CPU); it runs first, within a quarter of the budget.
+        thin_grid: ``(batch, n)`` shapes of issue 49's grid (:mod:`._eig_thin`); it runs
+            first, within a quarter of the budget.
         _cupy_on_cpu: tests only: take the CuPy branches on the CPU (a fake CuPy).
 
     Returns:
@@ -404,7 +370,8 @@ def record(
     backends = ["cupy", "torch"] if cupy_ok else ["torch"]
     if not cupy_ok:
         skipped.append({"what": "kth_eigvalsh backend cupy", "why": f"skipped: {smoke}"})
-    thin, later = _thin_section(thin_grid, device, max_repeats, per_candidate_s, start, budget_s)
+    args = (thin_grid, device, max_repeats, per_candidate_s, start, budget_s)
+    thin, later = _eig_thin.section(*args)
     skipped += later
     rows, later = measure_grid(
         _configs(sizes, batches),
@@ -542,7 +509,7 @@ def validate_record(record: Any) -> None:
     check_top_level(record, "eig", record["schema"] if known else SCHEMA, _TOP)
     _eig_grid.validate_section(record, SCHEMAS[1:])
     if record["schema"] == SCHEMA:
-        _validate_thin(record.get("thin_grid"))
+        _eig_thin.validate(record.get("thin_grid"))
     if record["torch_eigh"].get("torch") != record["provenance"].get("torch"):
         raise ValueError("eig record: torch_eigh.torch differs from provenance.torch")
     for key in _PROVENANCE:
@@ -565,19 +532,6 @@ def validate_record(record: Any) -> None:
     for item in record["skipped"]:
         if not (isinstance(item, dict) and item.get("what") and item.get("why")):
             raise ValueError("eig record: every skipped entry needs 'what' and 'why'")
-
-
-def _validate_thin(section: Any) -> None:
-    if not isinstance(section, dict) or not isinstance(section.get("rows"), list):
-        raise ValueError("eig record: missing 'thin_grid' (with 'rows')")
-    for row in section["rows"]:
-        where = f"thin grid {row.get('batch')}x{row.get('n')}"
-        ratios = row.get("ratios")
-        if not isinstance(ratios, dict) or set(ratios) != set(section.get("ratios", {})):
-            raise ValueError(f"eig record: {where} lacks its ratios")
-        for name, r in ratios.items():
-            if not all(isinstance(r.get(q), float) and r[q] > 0 for q in ("median", "lo", "hi")):
-                raise ValueError(f"eig record: {where} ratio {name} is not positive")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ SUBSET_MIN_N_GRAD, SUBSET_MIN_ENTRIES_GRAD = 16, 4096
 #: Largest n sent to CuPy's float32/float64 batched Jacobi. float32 Jacobi loses accuracy with
 #: n (H200, torch 2.11, CuPy 14.2; book/data/kth_h200_2026-11-26.json, k = n // 3): its k-th
 #: value erred by 2.1e-4 · ‖A‖ at 8 × 1024 against 4.4e-8 for torch's per-matrix syevd, which
-#: was also faster there (77 against 102 ms); at 64 × 256 it was 12.6× faster than torch with
+#: was also faster there (77 against 102 ms); at 64 × 256 it was 12.5× faster than torch with
 #: an error 2.1× torch's. Between 256 and 1024 nothing is recorded: torch.
 CUPY_MAX_N = 256
 

@@ -25,6 +25,7 @@ __all__ = [
     "KthEigvalsh",
     "KthGradient",
     "apply_eager",
+    "factor",
     "factor_impl",
     "factor_op",
     "isolated",
@@ -147,11 +148,12 @@ def factor_impl(
     steps: int,
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol``: see _tolerance)."""
-    return _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=False)
+    return factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=False)
 
 
-def _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, *, compact: bool):
-    """:func:`factor_impl`; ``compact``: ``"mean"``'s F holds only its clusters' columns (CPU)."""
+def factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, *, compact: bool):
+    """λ_k and F (:func:`factor_impl`); ``compact``: ``"mean"``'s F keeps only its clusters'
+    columns on the CPU (eager autograd; the op's fake kernel promises n columns)."""
     if method == "subset" and A.device.type == "cpu":  # finite batches: no torch-level screen
         screened = lapack.kth_eigenpair(A, k, lower, vectors=True, screen=True)
         if screened is not None:
@@ -377,7 +379,7 @@ class KthEigvalsh(torch.autograd.Function):
         if torch._C._are_functorch_transforms_active():
             return factor_op(A, k, lower, backend, method, subgradient, cluster_tol, steps)
         # Eager: the implementation itself, without the custom op's dispatch (issue 49).
-        return _factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=True)
+        return factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=True)
 
     @staticmethod
     def vmap(info, in_dims, A, *args):

@@ -474,7 +474,7 @@ def _repeated(fn: Callable[[], None], reps: int) -> Callable[[], None]:
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
     if len(values) == 1:
         return values[0], values[0], values[0]
-    q = statistics.quantiles(values, n=4)
+    q = statistics.quantiles(values, n=4, method="inclusive")  # within the data's range
     return q[1], q[0], q[2]
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "kth_eigvalsh",
     "refined_gaps",
     "symmetric_lower",
+    "tolerance_scale",
 ]
 
 #: float32, the WINDOW pairs on each side of k: refined gaps under REFINED_TOL·eps·max|λ| too.
@@ -46,10 +47,11 @@ TOL_FACTOR, TOL_CAP = 3.0, 20.0
 def default_tolerance(w: Tensor, refined: bool = True) -> Tensor:
     """``(...)`` tolerances for eigenvalues ``w`` ``(..., n)``: on refined gaps (float32) next to
     λ_k, or on computed gaps (float64, or ``refined=False``)."""
-    return _scale(w, refined and w.dtype == torch.float32) * w.abs().amax(dim=-1)
+    return tolerance_scale(w, refined and w.dtype == torch.float32) * w.abs().amax(dim=-1)
 
 
-def _scale(w: Tensor, refined: bool) -> float:
+def tolerance_scale(w: Tensor, refined: bool) -> float:
+    """The tolerance in units of max|λ| for eigenvalues ``w``: refined or computed gaps."""
     if refined:
         return REFINED_TOL * torch.finfo(w.dtype).eps
     return min(TOL_FACTOR * math.sqrt(max(w.shape[-1], 16)), TOL_CAP) * torch.finfo(w.dtype).eps
@@ -90,12 +92,12 @@ def cluster_breaks(w: Tensor, V: Tensor, k: int, A: Tensor | None, tol: Any = No
     if tol is not None:
         return gaps > tol
     top = w.abs().amax(dim=-1, keepdim=True)
-    breaks = gaps > _scale(w, False) * top
+    breaks = gaps > tolerance_scale(w, False) * top
     lo, hi = max(k - WINDOW, 0), min(k + WINDOW + 1, w.shape[-1])
     near = breaks[..., lo : hi - 1]
     if A is None or w.dtype != torch.float32 or (A.device.type == "cpu" and bool(near.all())):
         return breaks  # (on the CPU, where every pair near k is apart anyway, refine nothing)
-    near = near | (refined_gaps(A, V[..., lo:hi]) > (_scale(w, True) * top).double())
+    near = near | (refined_gaps(A, V[..., lo:hi]) > (tolerance_scale(w, True) * top).double())
     return torch.cat([breaks[..., :lo], near, breaks[..., hi - 1 :]], dim=-1)
 
 

@@ -19,7 +19,13 @@ import torch
 from torch import Tensor
 
 from eigprec.eig import cupy_solver, inverse_iteration, lapack
-from eigprec.eig.core import clarke_factor, clarke_gradient, cluster_weights, default_tolerance
+from eigprec.eig.core import (
+    clarke_factor,
+    clarke_gradient,
+    cluster_weights,
+    default_tolerance,
+    tolerance_scale,
+)
 
 __all__ = [
     "KthEigvalsh",
@@ -190,12 +196,20 @@ def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
 
     The default rule breaks wherever the computed gap exceeds the plain tolerance, whatever
     the refined gap (:func:`eigprec.eig.core.cluster_breaks`); a user's tolerance is
-    compared with computed gaps alone. Asks the host: CPU only.
+    compared with computed gaps alone. Asks the host: CPU only. A small batch is read into
+    Python (``tolist``, no operator): beside a small ``eigh`` each operator costs a few %.
     """
+    n = w.shape[-1]
+    if math.isnan(cluster_tol) and w.dim() <= 2 and w.numel() <= 128:
+        scale = tolerance_scale(w, refined=False)
+        for row in w.tolist() if w.dim() == 2 else [w.tolist()]:
+            tol = scale * max(map(abs, row))
+            if (k > 0 and row[k] - row[k - 1] <= tol) or (k + 1 < n and row[k + 1] - row[k] <= tol):
+                return False
+        return True
     tol = _tolerance(w, cluster_tol)
     if tol is None:
         tol = default_tolerance(w, refined=False)[..., None]
-    n = w.shape[-1]
     lo, hi = max(k - 1, 0), min(k + 2, n)
     near = w[..., lo:hi]
     return bool((near[..., 1:] - near[..., :-1] > tol).all()) if hi - lo > 1 else True

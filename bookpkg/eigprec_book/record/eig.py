@@ -1,8 +1,9 @@
 """Record kth_eigvalsh against torch.linalg on a CUDA GPU, with provenance.
 
-``python -m eigprec_book.record eig --out book/data/eig_gpu.json`` times, for random symmetric
-float32 batches (n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events
-after a warm-up:
+``python -m eigprec_book.record eig --out book/data/eig_gpu.json`` first records issue 49's
+grid, ``kth_eigvalsh`` against ``torch.linalg`` at the shapes ``benchmarks/bench_eig.py``
+measures on the CPU (``thin_grid``, :mod:`._eig_thin`). Then it times, for random symmetric
+float32 batches (n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events:
 
 * ``torch.linalg.eigvalsh`` (forward) and ``torch.linalg.eigh`` + backward;
 * ``kth_eigvalsh`` on each backend (CuPy where it works, torch): forward, and forward +
@@ -32,7 +33,7 @@ from torch import Tensor
 from eigprec.eig import kth_eigvalsh
 from eigprec.runtime import describe_runtime
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
-from eigprec_book.record import _eig_grid, _eig_report, _record
+from eigprec_book.record import _eig_grid, _eig_report, _eig_thin, _record
 from eigprec_book.record._cupy_status import cupy_solver_status
 from eigprec_book.record._record import check_top_level
 
@@ -54,9 +55,11 @@ __all__ = [
     "validate_record",
 ]
 
-SCHEMA = "eigprec.bench.eig/4"
-#: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026) and 4.
-SCHEMAS = ("eigprec.bench.eig/3", SCHEMA)
+SCHEMA = "eigprec.bench.eig/5"
+#: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026), 4
+#: (no thin-path grid) and 5.
+SCHEMAS = ("eigprec.bench.eig/3", "eigprec.bench.eig/4", SCHEMA)
+
 SIZES = (16, 32, 33, 45, 64, 100)
 BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
@@ -326,6 +329,7 @@ def record(
     budget_s: float = 240.0,
     per_candidate_s: float = 1.0,
     grid: Sequence[tuple[int, int]] | None = None,
+    thin_grid: Sequence[tuple[int, int]] | None = None,
     _cupy_on_cpu: bool = False,
 ) -> dict[str, Any]:
     """Measure the grid, the stream race, the inverse-iteration trade-off and CuPy's status.
@@ -344,6 +348,8 @@ def record(
         grid: ``(batch, n)`` shapes of the accuracy grid (default
             :func:`eigprec_book.record._eig_grid.grid_shapes`: n = 8 … 2048, batch = 1 … 4096);
             it gets the budget left after the timing grid, less a reserve for the rest.
+        thin_grid: ``(batch, n)`` shapes of issue 49's grid (:mod:`._eig_thin`); it runs
+            first, within a quarter of the budget.
         _cupy_on_cpu: tests only: take the CuPy branches on the CPU (a fake CuPy).
 
     Returns:
@@ -364,6 +370,9 @@ def record(
     backends = ["cupy", "torch"] if cupy_ok else ["torch"]
     if not cupy_ok:
         skipped.append({"what": "kth_eigvalsh backend cupy", "why": f"skipped: {smoke}"})
+    args = (thin_grid, device, max_repeats, per_candidate_s, start, budget_s)
+    thin, later = _eig_thin.section(*args)
+    skipped += later
     rows, later = measure_grid(
         _configs(sizes, batches),
         backends,
@@ -371,7 +380,7 @@ def record(
         k=HEADLINE["k"],
         max_repeats=max_repeats,
         budget_s=per_candidate_s,
-        deadline=start + 0.45 * budget_s,
+        deadline=start + 0.55 * budget_s,
     )
     skipped += later
     accuracy, later = _eig_grid.section(
@@ -423,6 +432,7 @@ def record(
         "targets": TARGETS,
         "grid": rows,
         "sweep": sweep,
+        "thin_grid": thin,
         "accuracy_grid": accuracy,
     }
     stopped = any(s["why"] == _eig_grid.INTERRUPTED for s in skipped)
@@ -497,7 +507,9 @@ def validate_record(record: Any) -> None:
     """
     known = isinstance(record, dict) and record.get("schema") in SCHEMAS
     check_top_level(record, "eig", record["schema"] if known else SCHEMA, _TOP)
-    _eig_grid.validate_section(record, SCHEMA)
+    _eig_grid.validate_section(record, SCHEMAS[1:])
+    if record["schema"] == SCHEMA:
+        _eig_thin.validate(record.get("thin_grid"))
     if record["torch_eigh"].get("torch") != record["provenance"].get("torch"):
         raise ValueError("eig record: torch_eigh.torch differs from provenance.torch")
     for key in _PROVENANCE:

@@ -35,6 +35,7 @@ from eigprec.runtime import describe_runtime
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
 from eigprec_book.record import _eig_grid, _eig_report, _eig_thin, _record
 from eigprec_book.record._cupy_status import cupy_solver_status
+from eigprec_book.record._eig_probes import cupy_smoke, torch_eigh_batching
 from eigprec_book.record._record import check_top_level
 
 __all__ = [
@@ -65,71 +66,6 @@ BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
 TARGETS = {"forward_speedup": 300.0, "train_speedup": 10.0, "train_over_forward": 3.0}
 SUBGRADIENTS = ("eigenvector", "mean")
-#: From this torch release, ``torch.linalg.eigh`` on CUDA reaches cuSOLVER's batched solver
-#: for every n (pytorch PR 175403; before, only for n <= 32: pytorch issue 175585).
-TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-def torch_eigh_batching(version: str | None = None) -> dict[str, Any]:
-    """What the installed torch's batched ``eigh`` does on CUDA, for the record and its reader.
-
-    Args:
-        version: a torch version string (default: the installed ``torch.__version__``).
-
-    Returns:
-        ``{"torch", "batched_every_n", "note"}``: the version, whether ``eigh`` on a CUDA
-        batch reaches cuSOLVER's batched solver for every n (torch >= 2.12) or loops over the
-        batch for n > 32, and a sentence saying so.
-
-    Example:
-        >>> torch_eigh_batching("2.11.0+cu130")["batched_every_n"]
-        False
-        >>> torch_eigh_batching("2.13.0")["batched_every_n"]
-        True
-    """
-    version = torch.__version__ if version is None else version
-    every_n = torch.torch_version.TorchVersion(version) >= TORCH_BATCHES_EVERY_N
-    if every_n:
-        note = (
-            f"torch {version} batches eigh on CUDA for every n (from 2.12): "
-            "CuPy's batched Jacobi is timed against an already batched torch"
-        )
-    else:
-        note = (
-            f"torch {version} loops eigh over a CUDA batch for n > 32 (before 2.12): "
-            "that is where CuPy's batched Jacobi is expected to help"
-        )
-    return {"torch": version, "batched_every_n": bool(every_n), "note": note}
-
-
-def cupy_smoke(device: str = "cuda", n: int = 8, batch: int = 4) -> str | None:
-    """One small CuPy solve, checked against torch, before the timing grid relies on CuPy.
-
-    Args:
-        device: the device the grid runs on.
-        n: matrix size.
-        batch: matrices.
-
-    Returns:
-        None when ``kth_eigvalsh(backend="cupy")`` worked and agreed with torch, else the
-        reason it cannot be used (the grid then runs on torch alone).
-
-    Example:
-        >>> cupy_smoke("cpu") is not None  # CuPy needs a CUDA tensor
-        True
-    """
-    try:
-        g = torch.Generator().manual_seed(1)
-        B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
-        A = ((B + B.mT) / 2).to(device)
-        got = kth_eigvalsh(A, -1, backend="cupy")
-        want = torch.linalg.eigvalsh(A)[..., -1]
-        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4):
-            err = float((got - want).abs().max())
-            return f"kth_eigvalsh(backend='cupy') differs from torch by {err:.3g}"
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def inverse_iteration(A: Tensor, k: int, backend: str) -> Tensor:

@@ -30,7 +30,8 @@ need Debian's ``texlive-fonts-extra`` (500 MB). The build uses Sphinx's own ``ma
 class instead, and :func:`preamble` defines the two environments the extension wraps code
 cells in. US letter with 0.75-inch side margins leaves a 7-inch column, the width the
 pages' figures are drawn at (``eigprec_book.helpers.figures.MAX_WIDTH_IN``), so a figure
-prints at its own size and its 9-point text stays 9 points. The introduction (the root
+prints at its own size and its 9-point text stays 9 points; one-sided, with chapters on
+the next page rather than the next right-hand one (no blank pages). The introduction (the root
 page, whose title is the book's) becomes an unnumbered chapter "Introduction", and the
 bibliography sits under the references page's own chapter heading instead of opening a
 second chapter after an empty one.
@@ -596,6 +597,9 @@ def _latex_config(app: Sphinx, config: Any) -> None:
     elements = config.latex_elements
     elements["papersize"] = "letterpaper"
     elements["pointsize"] = "10pt"
+    # Read on a screen more than printed: chapters start on the next page, not the next
+    # right-hand one, so no blank pages between them (a printer can still print it duplex).
+    elements["extraclassoptions"] = "openany,oneside"
     elements["sphinxsetup"] = "hmargin=0.75in, vmargin=0.9in"
     elements["fontpkg"] = FONTS
     elements["tableofcontents"] = TABLE_OF_CONTENTS

@@ -128,7 +128,43 @@ def test_the_latex_transforms_leave_html_alone(latex):
     # and the SVG converter only where a builder cannot take SVG (HTML can).
     assert latex.HtmlOutputs.builders == ("latex",)
     assert latex.WideOutputs.builders == ("latex",)
+    assert latex.HeadingDepths.builders == latex.IntroHeadings.builders == ("latex",)
     assert latex.SvgToPdf.conversion_rules == [("image/svg+xml", "application/pdf")]
+
+
+def test_the_introductions_headings_are_unnumbered_headings_of_their_depth(latex, tmp_path):
+    # sphinx-jupyterbook-latex flattens the root page's sections into bold lines of a size
+    # read from a level that grows with each sibling heading; the PDF needs each "##" a
+    # \section*, each "###" a \subsection*, and the other pages' headings left numbered.
+    pytest.importorskip("myst_parser", reason="needs myst_parser (the book build's tools)")
+    pytest.importorskip("sphinx_jupyterbook_latex", reason="needs sphinx-jupyterbook-latex")
+    (tmp_path / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        'extensions = ["myst_parser", "sphinx_jupyterbook_latex", "eigprec_latex"]\n'
+        'root_doc = "index"\n'
+        'latex_documents = [("index", "mini.tex", "Mini", "A", "manual")]\n'
+    )
+    (tmp_path / "index.md").write_text(
+        "# Book\n\nIntro.\n\n## One\n\nText.\n\n## Two\n\nText.\n\n### Two a\n\nText.\n\n"
+        "## Three\n\nText.\n\n```{toctree}\npage\n```\n"
+    )
+    (tmp_path / "page.md").write_text("# Page\n\n## Sub\n\nBody.\n")
+    subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "latex", "-q", str(tmp_path), str(tmp_path / "out")],
+        check=True,
+        capture_output=True,
+    )
+    tex = (tmp_path / "out" / "mini.tex").read_text()
+    headings = re.findall(r"\\(\w+\*?)\{(One|Two|Two a|Three|Sub)\}", tex)
+    assert headings == [
+        ("section*", "One"),
+        ("section*", "Two"),
+        ("subsection*", "Two a"),
+        ("section*", "Three"),
+        ("section", "Sub"),
+    ]
+    assert r"\Large" not in tex and r"\large" not in tex  # no bold lines left
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,9 @@ __all__ = [
     "RSVG",
     "TABLE_OF_CONTENTS",
     "TITLE_DATE",
+    "HeadingDepths",
     "HtmlOutputs",
+    "IntroHeadings",
     "SvgToPdf",
     "WideOutputs",
     "code_size",
@@ -493,6 +495,59 @@ class WideOutputs(SphinxPostTransform):
                 wrapper += block
 
 
+_SECTIONS = ("part", "chapter", "section", "subsection", "subsubsection", "paragraph")
+
+
+class HeadingDepths(SphinxPostTransform):
+    """In a LaTeX build, each section's ``header_level`` as its depth in its page.
+
+    sphinx-jupyterbook-latex numbers a page's sections in document order, one more for
+    each sibling, so the introduction's second ``##`` heading read as level 3, its third
+    as 4 (and were set ever smaller); :class:`IntroHeadings` needs the true depth.
+    """
+
+    # Before sphinx-jupyterbook-latex reads the levels (LatexRootDocPostTransforms, 700).
+    default_priority = 690
+    builders = ("latex",)
+
+    def run(self, **kwargs: Any) -> None:
+        for section in self.document.findall(nodes.section):
+            if "header_level" not in section:
+                continue
+            depth, parent = 1, section.parent
+            while parent is not None:
+                if isinstance(parent, nodes.section) and (
+                    parent.get("docname") == section.get("docname")
+                ):
+                    depth += 1
+                parent = parent.parent
+            section["header_level"] = depth
+
+
+class IntroHeadings(SphinxPostTransform):
+    """In a LaTeX build, the introduction's headings as unnumbered headings.
+
+    sphinx-jupyterbook-latex sets the root page's subheadings as large bold lines
+    (``RootHeader``), which LaTeX may leave alone at a page's foot, apart from their text;
+    an unnumbered ``\\section*`` (a rubric with a heading level) stays with it.
+    """
+
+    # After sphinx-jupyterbook-latex has made them (LatexRootDocPostTransforms, 700).
+    default_priority = 710
+    builders = ("latex",)
+
+    def run(self, **kwargs: Any) -> None:
+        from sphinx_jupyterbook_latex.nodes import RootHeader
+
+        top = _SECTIONS.index(self.config.latex_toplevel_sectioning or "chapter")
+        for header in list(self.document.findall(RootHeader)):
+            # A page's "##" is a section below the introduction's chapter.
+            level = _SECTIONS.index("section") + header["level"] - 2
+            rubric = nodes.rubric("", "", *[child.deepcopy() for child in header.children])
+            rubric["heading-level"] = min(level, len(_SECTIONS) - 1) - top + 1
+            header.replace_self(rubric)
+
+
 def _commit(srcdir: Path) -> str:
     if shutil.which("git") is None:
         return "unknown (git not found)"
@@ -623,6 +678,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_post_transform(SvgToPdf)
     app.add_post_transform(HtmlOutputs)
     app.add_post_transform(WideOutputs)
+    app.add_post_transform(HeadingDepths)
+    app.add_post_transform(IntroHeadings)
     app.connect("config-inited", _latex_config, priority=600)
     app.connect("builder-inited", _start)
     app.connect("build-finished", _write_edition)

@@ -31,7 +31,7 @@ endif
 CACHE_INPUTS := src bookpkg book/data requirements.txt pyproject.toml bookpkg/pyproject.toml
 
 .PHONY: book test env lint unit cache-key strict-book site-check colab-check publish \
-	linkcheck notebooks clean help robustness
+	linkcheck notebooks clean help robustness pdf pdf-check pdf-prerequisites
 
 help:
 	@echo "make book   execute the chapters (cached) and write $(BUILD)/html"
@@ -39,6 +39,12 @@ help:
 	@echo "            check links/offline assets/Colab buttons, every page in headless Chromium,"
 	@echo "            and run every reader's notebook as Colab would (one seed, smaller"
 	@echo "            grids: the strict build checks the numbers)"
+	@echo "make pdf    the book as one PDF, $(BUILD)/pdf/eigen-precision.pdf, from the pages"
+	@echo "            make book executed (cached; executes only what is missing), through"
+	@echo "            LaTeX; needs TeX Live (make pdf names the packages it lacks)"
+	@echo "make pdf-prerequisites  install those packages with apt-get (root or sudo)"
+	@echo "make pdf-check  build the PDF and read it back (page count, titles, references,"
+	@echo "            figures, boxes, hidden cells): the weekly workflow"
 	@echo "make notebooks  the reader's notebooks (Colab, Download) from the executed build,"
 	@echo "            into $(BUILD)/notebooks (also run by make book and make publish)"
 	@echo "make robustness  execute every page under several arithmetic configurations"
@@ -123,6 +129,40 @@ book: cache-key
 	$(JB)
 	$(READER_NOTEBOOKS)
 	@echo "The book is at $(abspath $(BUILD)/html/index.html)"
+
+# The PDF edition (issue 51): the pages as `make book` executed them (the same execution
+# cache; a page not in it is executed first, as `make book` does), through Sphinx's LaTeX
+# builder (book/_ext/eigprec_latex.py) and xelatex. jupyter-book writes <path>/_build, so
+# BUILD must end in _build here. `make test` does not build it (tests/test_pdf.py does,
+# marked `pdf`: the weekly workflow runs it); the publishing workflow puts it on the site.
+PDF_NAME := eigen-precision
+PDF := $(BUILD)/pdf/$(PDF_NAME).pdf
+LATEXMKOPTS := -interaction=nonstopmode -halt-on-error -file-line-error
+
+pdf: cache-key
+	@$(PY) tools/pdf_prerequisites.py
+	@if [ "$(notdir $(abspath $(BUILD)))" != _build ]; then \
+	  echo "make pdf: BUILD=$(BUILD) must end in _build (jupyter-book writes <path>/_build)" >&2; \
+	  exit 1; \
+	fi
+	$(EXECUTE_PAGES)
+	$(BIN)/jupyter-book build . --builder latex --keep-going -W \
+	  --path-output $(patsubst %/_build,%,$(abspath $(BUILD)))
+	$(MAKE) --no-print-directory -C $(BUILD)/latex $(PDF_NAME).pdf LATEXMKOPTS="$(LATEXMKOPTS)"
+	@mkdir -p $(dir $(PDF)); cp $(BUILD)/latex/$(PDF_NAME).pdf $(PDF)
+	@echo "The PDF is at $(abspath $(PDF))"
+
+# The PDF built and read back as a reader would (tests/test_pdf.py, marked `pdf`, which no
+# other target runs): page count, titles, references, figures, boxes, hidden cells. Fails
+# where TeX or poppler-utils is missing (the test alone would skip). The weekly workflow.
+pdf-check: env
+	EIGPREC_PDF_REQUIRED=1 EIGPREC_PDF_BUILD=$(abspath $(BUILD)) \
+	  $(PY) -m pytest -m pdf tests/test_pdf.py
+
+# What `make pdf` needs beyond .venv (TeX Live, xindy, rsvg-convert, DejaVu fonts), with
+# apt-get; the weekly and publishing workflows run it.
+pdf-prerequisites:
+	$(PYTHON) tools/pdf_prerequisites.py --install
 
 # The pages are MyST Markdown, which ruff does not read: tools/lint_pages.py hands each
 # page's code cells to ruff as a notebook and reports findings at the page's lines.

@@ -260,3 +260,27 @@ def chromium_or_skip() -> str:
     if executable is None:
         pytest.skip("no Chromium installed (apt-get install chromium; .ci/run does)")
     return executable
+
+
+#: The marker of the PDF's build and check (tests/test_pdf.py).
+PDF_MARKER = "pdf"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here rather than in pyproject.toml: that file is an input of the execution
+    # cache's key (Makefile, CACHE_INPUTS), and a change there re-executes every page.
+    config.addinivalue_line(
+        "markers",
+        f"{PDF_MARKER}: builds the book's PDF through LaTeX (minutes; `make pdf-check`, run "
+        "weekly); deselected unless -m selects it",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the PDF's build unless ``-m`` chooses: `make test` never builds the PDF."""
+    if config.getoption("markexpr"):
+        return
+    kept = [item for item in items if item.get_closest_marker(PDF_MARKER) is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept

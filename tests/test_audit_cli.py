@@ -180,12 +180,16 @@ def test_steps_stop_a_loop_that_would_run_forever(tmp_path):
     js = tmp_path / "out.json"
     audited = _run([*AUDIT, "--steps", "3", "--json", str(js), str(script)])
     assert audited.returncode == 0, audited.stderr
-    # the third step ends the script: its finally block runs, its except clause does not
-    assert audited.stdout.splitlines() == ["step 1", "step 2", "finally ran"]
-    assert "stopped after 3 optimizer steps (--steps)" in audited.stderr
+    # three whole iterations, then the fourth step ends the script: its finally block runs,
+    # its except clause does not
+    assert audited.stdout.splitlines() == ["step 1", "step 2", "step 3", "finally ran"]
+    assert "stopped at the start of iteration 4 (--steps 3: 3 whole iterations of SGD)" in (
+        audited.stderr
+    )
     found = _strict_json(js)
     assert found["optimizer_steps"] == 3 and found["stopped_by_steps"]
-    assert {r["calls"] for r in found["records"]} == {3}
+    # the fourth iteration's forward and backward products ran before its step was refused
+    assert {r["calls"] for r in found["records"]} == {4}
 
 
 # --- bad options: refused with a clear message before the script runs ---------------------

@@ -161,3 +161,26 @@ def test_eig_recorder_keeps_what_it_measured_when_interrupted(monkeypatch, tmp_p
     whys = [s["why"] for s in rec["skipped"]]
     assert any("interrupted" in w for w in whys), whys
     assert rec["inverse_iteration"] is None
+
+
+def test_the_dry_run_records_the_benchmarks_thin_path_grid(small_tradeoff, capsys):
+    # Issue 49: the GPU recorder records the grid benchmarks/bench_eig.py measures on the CPU
+    # (kth_eigvalsh ÷ torch.linalg, value and training step, both subgradients); on the CPU
+    # the dry run measures two small shapes of it, with the same code.
+    rec = bench_eig.record(**_eig_grid.DRY_RUN)
+    thin = rec["thin_grid"]
+    assert [(r["batch"], r["n"]) for r in thin["rows"]] == _eig_grid.DRY_RUN["thin_grid"]
+    assert set(thin["ratios"]) == set(speed.THIN_RATIOS) and thin["target"] == 1.10
+    for row in thin["rows"]:
+        assert row["rounds"] >= 1 and all(r["median"] > 0 for r in row["ratios"].values())
+    grid = ((1, 8), (64, 8), (1, 32), (2000, 45), (500, 100), (64, 256), (8, 1024))
+    assert speed.THIN_GRID == grid
+    bench_eig.report(rec)
+    assert "thin-path grid" in capsys.readouterr().out
+    bad = json.loads(json.dumps(rec))
+    del bad["thin_grid"]["rows"][0]["ratios"]["mean"]
+    with pytest.raises(ValueError, match="ratios"):
+        bench_eig.validate_record(bad)
+    del bad["thin_grid"]
+    with pytest.raises(ValueError, match="thin_grid"):
+        bench_eig.validate_record(bad)

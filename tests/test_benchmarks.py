@@ -66,3 +66,11 @@ def test_bench_tf32_emulation_reports_both_ratios_for_every_workload(capsys):
         assert all(r > 0 for r in got.values()), (name, got)
     out = capsys.readouterr().out
     assert all(name in out for name in ratios)
+
+
+def test_bench_audit_iteration_is_a_training_script_that_prints_its_iterations(capsys):
+    # (the measurement itself starts processes for minutes: run the file to get it)
+    bench = _load("bench_audit_iteration")
+    bench.main(["--train", "--iterations", "4"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(line.startswith("ms ") and float(line[3:]) > 0 for line in lines)

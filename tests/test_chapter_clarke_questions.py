@@ -3,6 +3,7 @@ the cluster tolerance, gradcheck, choosing k, the training questions and the CPU
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -52,13 +53,18 @@ def test_chain_rule_counterexamples():
 
 
 def test_tolerance_check_default_resolves_gaps_the_former_merged():
-    # 6e-6 lies between the tie-split default (3.6e-6 at n = 100) and the former 8·eps·√n (9.5e-6)
-    rows = ce.tolerance_check(n=100, gaps=(6e-6, 3e-5), batch=8, k=50, seed=0)
+    # Issue 49: true gaps of 5 and 10 eps · max|λ| at n = 100 (float32) — the former default,
+    # 20 eps on computed gaps, merged them; the default rule (refined gaps next to λ_k) keeps
+    # every one apart, its "mean" gradient the solver's own q qᵀ. 3e-5 (250 eps): neither merges.
+    eps = torch.finfo(torch.float32).eps
+    rows = ce.tolerance_check(n=100, gaps=(5 * eps, 10 * eps, 3e-5), batch=8, k=50, seed=0)
     for r in rows:
-        assert r["solver_err"] < r["tol_default"] < r["gap"]
-        assert r["err_default"] <= 1.01 * r["err_solver"] + 1e-6
-    assert rows[0]["gap"] < rows[0]["tol_former"] and rows[0]["err_former"] > 0.5  # merged
-    assert rows[1]["err_former"] == rows[1]["err_default"] < 1e-2  # 3e-5: neither merges
+        assert r["apart_default"] == r["batch"] == 8
+        assert r["err_default"] <= r["err_solver"] + 1e-7
+    for r in rows[:2]:
+        assert r["gap"] < r["tol_former"] and r["apart_former"] == 0 and r["err_former"] > 0.5
+    assert rows[2]["apart_former"] == 8 and rows[2]["err_former"] == rows[2]["err_default"]
+    assert rows[0]["tol_default"] == pytest.approx(2 * eps)
 
 
 def test_convexity_along_lines_signs():
@@ -95,8 +101,8 @@ def test_step_vs_gap_and_gaps_at_k():
     assert r["model_before_last_step"] is not None
     g = training.gaps_at_k(r["model"], r["X_test"])
     assert g["gap"].shape == (200,) and (g["gap"] > 0).all()
-    # the library's default, relative to max|λ| (3 · eps · √max(n, 16) since issue 24.2)
-    assert g["tol"] == pytest.approx(3 * torch.finfo(torch.float32).eps * math.sqrt(16))
+    # the library's default next to λ_k, relative to max|λ| (float32: 2 eps since issue 49)
+    assert g["tol"] == pytest.approx(2 * torch.finfo(torch.float32).eps)
     s = training.step_vs_gap(r)
     assert s["min_gap"] == pytest.approx(float(g["gap"].min()))
     assert s["median_step"] > 0 and 0 <= s["frac_step_exceeds_gap"] <= 1
@@ -160,6 +166,27 @@ def test_recorded_gpu_summary_reads_a_record():
     assert rows[0]["torch"] == "2.13.0"
     assert speed.recorded_gpu_summary(None) == []
     assert speed.recorded_gpu_summary({**rec, "headline": None}) == []
+    # issue 49: the small-n rows beside the headline's
+    small = {
+        "n": 16,
+        "batch": 100,
+        "forward_speedup": {"torch": 0.4},
+        "train_speedup": {"torch/eigenvector": 0.5},
+    }
+    rows = speed.recorded_gpu_summary({**rec, "grid": [*rec["grid"], small]}, small_n=(16,))
+    assert [(r["n"], r["backend"], r["fwd ×"]) for r in rows][-1] == (16, "torch", 0.4)
+
+
+def test_recorded_backends_reads_the_h200_record():
+    from .conftest import ROOT
+
+    h200 = json.loads((ROOT / "book" / "data" / "kth_h200_2026-11-26.json").read_text())
+    rows = {r["n"]: r for r in speed.recorded_backends(h200)}
+    assert sorted(rows) == [45, 100, 256, 1024]
+    r = h200["results"]["b8_n1024"]
+    assert rows[1024]["speed-up"] == r["torch_eigvalsh_s"] / r["cupy_fwd_s"] < 1
+    assert rows[1024]["CuPy error"] == r["cupy_maxrelerr"]
+    assert speed.recorded_backends(None) == []
 
 
 def test_load_diabetes_is_real_bundled_data():

@@ -102,3 +102,36 @@ def test_rows_from_timing_grid_refuses_other_records():
     with pytest.raises(ValueError, match="schema"):
         _eig_choice.rows_from_timing_grid({"schema": "x"})
     assert math.isfinite(_eig_choice.ERROR_FACTOR) and _eig_choice.TIME_FACTOR == 1.2
+
+
+def test_auto_can_choose_plain_torch_on_every_device(monkeypatch):
+    # Issue 49, item 1: plain torch.linalg is one of auto's candidates on every device; where
+    # auto picks it, the call is torch.linalg.eigvalsh itself (the thin path), gradient
+    # included, with no custom op or autograd.Function in between.
+    calls = []
+    real = torch.linalg.eigvalsh
+    monkeypatch.setattr(torch.linalg, "eigvalsh", lambda *a, **kw: calls.append(1) or real(*a))
+    g = torch.Generator().manual_seed(0)
+    for batch, n, grad in ((64, 8, False), (1, 8, True), (1, 32, True), (8, 16, True)):
+        B = torch.randn(batch, n, n, generator=g)
+        A = ((B + B.mT) / 2).requires_grad_(grad)
+        calls.clear()
+        lam = eig.kth_eigvalsh(A, -1)
+        assert calls == [1], (batch, n, grad)
+        assert not eig.auto.cpu_uses_subset(n, batch, grad)
+        if grad:  # torch's own backward of eigh: its q qᵀ is the "eigenvector" element
+            assert type(lam.grad_fn).__name__ == "SelectBackward0"
+            (G,) = torch.autograd.grad(lam.sum(), A)
+            _, V = torch.linalg.eigh(A.detach())
+            q = V[..., -1:]
+            torch.testing.assert_close(G, q @ q.mT)
+    # CUDA: torch wherever CuPy is not known to help (torch >= 2.12 always, and below that
+    # outside the CuPy shapes), and whenever CuPy does not work.
+    monkeypatch.setattr(eig, "_cupy_ok", lambda: True)
+    for version in ("2.11.0+cu130", "2.13.0+cu130"):
+        monkeypatch.setattr(torch, "__version__", version)
+        assert eig._resolve_backend("auto", _cuda_like(100, 16)) == "torch"
+        assert eig._resolve_backend("auto", _cuda_like(8, 1024)) == "torch"
+    monkeypatch.setattr(eig, "_cupy_ok", lambda: False)
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    assert eig._resolve_backend("auto", _cuda_like(500, 100)) == "torch"

@@ -173,20 +173,31 @@ def test_zero_and_tiny_matrices_get_finite_unit_trace_gradients(method, dtype, s
 
 
 def test_auto_picks_subset_on_cpu_from_the_measured_sizes(monkeypatch):
+    # The rule (eigprec.eig.auto.cpu_uses_subset), as the calls take it: LAPACK's subset driver
+    # for the value from n = 24 or up to 4 matrices, for value and eigenvector from n = 16 once
+    # batch · n² >= 4096; torch's own solver otherwise; never for "mean".
     seen = []
-    real = eig.lapack.kth_eigenpair
+    real = eig.lapack.solve
     monkeypatch.setattr(
-        eig.lapack,
-        "kth_eigenpair",
-        lambda *a, **kw: seen.append(a[0].shape[-1]) or real(*a, **kw),
+        eig.lapack, "solve", lambda a, *rest, **kw: seen.append(a.shape) or real(a, *rest, **kw)
     )
-    for n in (8, 16, 31, 32):
-        A = random_symmetric((2,), n)
-        with torch.no_grad():
-            kth_eigvalsh(A, 0)
-        grad_of(A, 0)
+    cases = [(8, 1), (8, 64), (16, 8), (16, 16), (24, 8), (32, 1), (32, 4)]
+    for n, batch in cases:
+        A = random_symmetric((batch,), n)
+        for grad in (False, True):
+            seen.clear()
+            if grad:
+                grad_of(A, 0)
+            else:
+                with torch.no_grad():
+                    kth_eigvalsh(A, 0)
+            assert bool(seen) == eig.auto.cpu_uses_subset(n, batch, grad), (n, batch, grad)
+        seen.clear()
         grad_of(A, 0, subgradient="mean")  # needs the whole eigenbasis: never "subset"
-    assert seen == [16, 31, 32, 32]
+        assert not seen
+    uses = {(n, b, g): eig.auto.cpu_uses_subset(n, b, g) for n, b in cases for g in (0, 1)}
+    assert uses[8, 1, 0] and uses[32, 1, 0] and not uses[8, 64, 0]
+    assert uses[16, 16, 1] and not uses[32, 1, 1] and not uses[16, 8, 1]
 
 
 def test_method_and_steps_bad_values_raise_clear_errors():

@@ -1,9 +1,11 @@
-"""The default cluster tolerance of subgradient="mean": calibrated on how rounding splits ties.
+"""The default cluster rule of subgradient="mean": calibrated on how rounding splits ties.
 
-Issue 15, correction 4 and issue 24, correction 2: the tolerance must hold the rounding-split
-copies of an exact tie together and nothing more. The former defaults (8·eps·n·max|λ|, then
-8·eps·√n·max|λ|) merged gaps the solver resolves (3e-5 … 8e-5, then 4e-6 … 9e-6, at n = 100 in
-float32), and "mean" returned an element ≈ 0.7 from the gradient at differentiable points.
+Issue 15, correction 4, issue 24, correction 2 and issue 49, item 2: the rule must hold the
+rounding-split copies of an exact tie together and nothing more. The former defaults
+(8·eps·n·max|λ|, 8·eps·√n·max|λ|, then min(3·√max(n, 16), 20)·eps·max|λ| on computed gaps)
+merged gaps the matrix holds apart (3e-5 … 8e-5, 4e-6 … 9e-6, then 5 … 18 eps at n = 100 and
+200 in float32), and "mean" returned an element ≈ 0.7 from the gradient at differentiable
+points. Near λ_k the float32 rule now compares refined gaps (2 × 2 Rayleigh–Ritz in float64).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 
 import pytest
 import torch
-from eigprec_book.chapters.clarke.tie_splits import measure_tie_splits
+from eigprec_book.chapters.clarke.tie_splits import measure_planted_gaps, measure_tie_splits
 
 from eigprec.eig import default_cluster_tol, kth_eigvalsh
 
@@ -30,9 +32,9 @@ def spectrum_with_gap(n, k, gap, seed):
 
 def mean_and_eigenvector_gradients(A, k, **kw):
     X = A.clone().requires_grad_(True)
-    G_mean = torch.autograd.grad(kth_eigvalsh(X, k, subgradient="mean", **kw), X)[0]
+    G_mean = torch.autograd.grad(kth_eigvalsh(X, k, subgradient="mean", **kw).sum(), X)[0]
     X = A.clone().requires_grad_(True)
-    G_vec = torch.autograd.grad(kth_eigvalsh(X, k, method="eigh"), X)[0]
+    G_vec = torch.autograd.grad(kth_eigvalsh(X, k, method="eigh").sum(), X)[0]
     return G_mean, G_vec
 
 
@@ -62,41 +64,79 @@ def test_small_whole_spectrum_ties_are_one_cluster(n, seed):
     torch.testing.assert_close(G, torch.eye(n, dtype=torch.float64) / n, atol=1e-10, rtol=0)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_gaps_below_the_tolerance_are_merged_n100_float32(seed):
-    # The other side of the band: a true gap of 1.5e-6 lies below the default tolerance
-    # 20·eps ≈ 2.4e-6 (3·eps·√100 ≈ 3.6e-6 before issue 33), so the three eigenvalues form
-    # one cluster and "mean" returns their average — a Goldstein ε-subgradient, ≈ 0.8 from
-    # the gradient.
-    n, k = 100, 50
-    A64, _ = spectrum_with_gap(n, k, 1.5e-6, seed)
-    assert float(default_cluster_tol(torch.linspace(-1.0, 1.0, n), n)) > 1.5e-6
-    G_mean, _ = mean_and_eigenvector_gradients(A64.float(), k)
+def planted_batch(n, gap_eps, matrices, seed):
+    """float32 Q diag(λ) Qᵀ, max|λ| = 1, λ_{k+1} = λ_k + gap_eps · eps (k = n // 2); and Q."""
     g = torch.Generator().manual_seed(seed)
-    Q, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
-    U = Q[:, k - 1 : k + 2]
-    torch.testing.assert_close(G_mean.double(), U @ U.T / 3, atol=2e-3, rtol=0)
+    Q, _ = torch.linalg.qr(torch.randn(matrices, n, n, generator=g, dtype=torch.float64))
+    lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(matrices, 1)
+    k = n // 2
+    lam[:, k + 1] = lam[:, k] + gap_eps * EPS32
+    return ((Q * lam[:, None, :]) @ Q.mT).float(), Q
 
 
-def test_the_default_is_the_documented_formula_above_every_measured_tie_split():
-    w = torch.linspace(-1.0, 1.0, 100)
-    assert float(default_cluster_tol(w[:30], 30)) == pytest.approx(3 * EPS32 * math.sqrt(30))
-    assert float(default_cluster_tol(w[:4], 4)) == pytest.approx(3 * EPS32 * math.sqrt(16))
-    # capped at 20 eps · max|λ| from n = 45 (issue 33, item 4)
-    assert float(default_cluster_tol(w, 100)) == pytest.approx(20 * EPS32)
-    assert float(default_cluster_tol(torch.linspace(-1.0, 1.0, 5000), 5000)) == pytest.approx(
-        20 * EPS32
+@pytest.mark.parametrize("n", [100, 200])
+@pytest.mark.parametrize("gap_eps", [5, 10, 18])
+def test_planted_gaps_of_5_10_18_eps_are_kept_apart_float32(n, gap_eps):
+    # Issue 49, item 2: the former default (20 eps · max|λ| on computed gaps) merged every such
+    # pair, and "mean" returned an element ≈ 0.7 from the gradient. torch.linalg.eigh computes
+    # a true gap of 5 eps as 0.2 eps; the refined gap near λ_k is within 0.05 eps of the truth.
+    A, Q = planted_batch(n, gap_eps, 20, seed=gap_eps)
+    k = n // 2
+    G_mean, G_vec = mean_and_eigenvector_gradients(A, k)
+    torch.testing.assert_close(G_mean, G_vec, atol=0, rtol=0)  # a cluster of one, every time
+    # ... and the former default, on the computed gaps, merged them all:
+    X = A.clone().requires_grad_(True)
+    (G_former,) = torch.autograd.grad(
+        kth_eigvalsh(X, k, subgradient="mean", cluster_rtol=20 * EPS32).sum(), X
     )
-    assert float(default_cluster_tol(w, 100)) < 4e-6
-    # A small version of the calibration (the full one: benchmarks/eig_tie_splits.py): every
-    # split of an exact tie is inside the tolerance, in both dtypes and for zero clusters.
-    splits = measure_tie_splits((3, 10, 60), (2, 5, "all"), seeds=2, batch=8)
-    # ties: n = 3 (2, all), 10 (2, 5, all), 60 (2, 5, all); Gram: n = 3 (2), 10 (2, 5), 60 (2, 5)
-    assert len(splits) == 2 * (8 + 5)
-    worst = max(max(s.ratios) for s in splits)
-    assert 0 < worst < 3, worst
-    # the spread of a large tie exceeds the tolerance: why clusters are chains, not balls
-    assert max(max(s.spreads) for s in splits if s.multiplicity == s.n) > 2 * worst / 3
+    U = Q[:, :, k : k + 2]
+    assert float((G_former.double() - U @ U.mT / 2).abs().amax()) < 0.05
+
+
+@pytest.mark.parametrize("n", [100, 200])
+def test_true_gaps_below_the_refined_tolerance_are_merged_float32(n):
+    # The other side of the band: a true gap of 1 eps · max|λ| is below the refined tolerance
+    # of 2 eps, so "mean" averages the pair — a Goldstein subgradient, not the gradient.
+    A, Q = planted_batch(n, 1.0, 10, seed=3)
+    k = n // 2
+    G_mean, _ = mean_and_eigenvector_gradients(A, k)
+    U = Q[:, :, k : k + 2]
+    torch.testing.assert_close(G_mean.double(), U @ U.mT / 2, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize(("n", "matrices"), [(100, 4), (400, 2), (1000, 1)])
+@pytest.mark.parametrize("m", [2, 5, 20])
+def test_exact_ties_of_2_to_20_copies_are_merged_up_to_n1000_float32(n, matrices, m):
+    g = torch.Generator().manual_seed(n + m)
+    Q, _ = torch.linalg.qr(torch.randn(matrices, n, n, generator=g, dtype=torch.float64))
+    lam = torch.linspace(-1.0, 1.0, n, dtype=torch.float64).repeat(matrices, 1)
+    k = n // 3
+    lam[:, k : k + m] = lam[:, k : k + 1]
+    A = ((Q * lam[:, None, :]) @ Q.mT).float().requires_grad_(True)
+    (G,) = torch.autograd.grad(kth_eigvalsh(A, k + m // 2, subgradient="mean").sum(), A)
+    U = Q[:, :, k : k + m]
+    torch.testing.assert_close(G.double(), U @ U.mT / m, atol=2e-3, rtol=0)
+
+
+def test_the_default_is_the_documented_rule_and_the_calibration_holds():
+    w = torch.linspace(-1.0, 1.0, 100)
+    assert float(default_cluster_tol(w, 100)) == pytest.approx(2 * EPS32)
+    eps64 = torch.finfo(torch.float64).eps
+    w64 = torch.linspace(-2.0, 2.0, 30, dtype=torch.float64)
+    assert float(default_cluster_tol(w64, 30)) == pytest.approx(2 * 3 * eps64 * math.sqrt(30))
+    assert float(default_cluster_tol(w64[:4], 4)) == pytest.approx(2 * 3 * eps64 * 4)
+    assert float(default_cluster_tol(w64.repeat(2), 60)) == pytest.approx(2 * 20 * eps64)
+    # A small version of the calibration (benchmarks/eig_tie_splits.py): exact ties refine to
+    # well under the refined tolerance, while their computed splits reach it (why they are
+    # refined); true gaps refine to within 0.1 eps of themselves.
+    ties = measure_tie_splits((8, 30, 60), (2, 5, "all"), (torch.float32,), ("tie",), 2, 6)
+    assert max(max(s.refined) for s in ties) < 1.0
+    assert max(max(s.gaps) for s in ties) > 2.0
+    for p in measure_planted_gaps((60,), (3.0, 5.0), matrices=6):
+        assert abs(p.refined - p.gap) < 0.1, p
+    # the spread of a large tie exceeds its largest gap: why clusters are chains, not balls
+    whole = [s for s in ties if s.multiplicity == s.n]
+    assert max(max(s.spreads) for s in whole) > max(max(s.gaps) for s in whole)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

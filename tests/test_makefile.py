@@ -139,10 +139,11 @@ def fake_venv(tmp_path) -> Path:
     return venv
 
 
-def _make(target: str, venv: Path, fake_bin: Path, **variables: str):
+def _make(target: str, venv: Path, fake_bin: Path, *, only: bool = False, **variables: str):
+    """`make target` with the stand-in venv; ``only``: PATH is ``fake_bin`` alone."""
     args = [MAKE, "--no-print-directory", target, f"VENV={venv}"]
     args += [f"{k}={v}" for k, v in variables.items()]
-    env = {"PATH": _path(fake_bin), "HOME": str(venv.parent)}
+    env = {"PATH": str(fake_bin) if only else _path(fake_bin), "HOME": str(venv.parent)}
     if "PYTHONPATH" in os.environ:  # where this Python finds its packages
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -388,3 +389,30 @@ def test_the_unit_suite_runs_a_worker_more_than_the_cores_each_on_one_thread():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) == (os.cpu_count() or 1) + 1
+
+
+@needs_make
+def test_make_pdf_names_the_missing_tex_packages_before_any_work(fake_venv, tmp_path):
+    # A PATH with a shell and coreutils but no TeX (this machine may have TeX installed).
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in ("bash", "sh", "cat", "rm", "mkdir", "cp", "env"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    _installed(fake_venv)
+    log = tmp_path / "jb-args.json"
+    (fake_venv / "bin" / "jupyter-book").write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(log)!r}, 'w'))\n"
+    )
+    (fake_venv / "bin" / "jupyter-book").chmod(0o755)
+    result = _make("pdf", fake_venv, bare, only=True, BUILD=str(tmp_path / "_build"))
+    assert result.returncode != 0
+    assert "this machine lacks what the PDF build needs" in result.stderr
+    assert "xelatex (command; Debian package texlive-xetex)" in result.stderr
+    assert "make pdf-prerequisites" in result.stderr
+    # Nothing executed, nothing built: no silent skip and no half-made PDF.
+    calls = tmp_path / "calls.jsonl"
+    assert not calls.exists() or "execute_pages" not in calls.read_text()
+    assert not log.exists()
+    assert not (tmp_path / "_build" / "pdf").exists()

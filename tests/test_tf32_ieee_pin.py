@@ -6,6 +6,7 @@ afterwards, also when the product raises.
 """
 
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -160,4 +161,6 @@ def test_other_threads_see_the_pin_during_an_emulated_product_as_documented(monk
     assert seen == [("ieee", "medium")]
     assert after == "bf16"
     doc = " ".join(emulate_tf32.__doc__.split())
-    assert "no thread-local form, so meanwhile other threads that read the attribute" in doc
+    assert "other threads then run theirs in IEEE float32 too" in doc
+    api = " ".join((Path(__file__).parents[1] / "book" / "api.md").read_text().split())
+    assert "no thread-local form, so meanwhile other threads that read the attribute" in api

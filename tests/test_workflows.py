@@ -230,7 +230,8 @@ def test_a_failed_build_uploads_its_reports(name, job):
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"] == "failure()"
     colab = {"_build/colab/failed"} if name == "ci.yml" else set()  # only make test runs it
-    assert set(upload["with"]["path"].split()) == REPORTS | colab
+    latex = {"_build/latex/eigen-precision.log"} if name == "book.yml" else set()  # make pdf
+    assert set(upload["with"]["path"].split()) == REPORTS | colab | latex
     # Before upload-pages-artifact, whose step a failure skips anyway.
     assert steps.index(upload) == len(steps) - 1 or "upload-pages-artifact" in str(
         steps[steps.index(upload) + 1]

@@ -28,6 +28,11 @@ MyST source for download beside the notebook. On a notebook page the launch link
 ``.ipynb``, and the Download menu offers the notebook (``_sources/<page>.ipynb``, which
 ``make notebooks`` replaces with the reader's) and the PDF, not the MyST text.
 
+The book as a PDF (issue 51): every page's Download menu also offers the whole book as
+one PDF, ``make pdf``'s output, which the publishing workflow puts on the site at
+:data:`PDF_PATH` under ``html.baseurl``. The entry links the published copy, so a local
+build links it too without one of its own.
+
 Duplicate scripts: sphinx-thebe's inline configuration (``const THEBE_JS_URL = …``)
 is registered twice in a jupyter-book 1 build, and the second copy throws
 "SyntaxError: Identifier 'THEBE_JS_URL' has already been declared" in every
@@ -50,6 +55,8 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 PACKAGES = ("eigprec", "eigprec_book.helpers")
+#: Where the publishing workflow puts the book's PDF on the site (.github/workflows/book.yml).
+PDF_PATH = "_pdf/eigen-precision.pdf"
 
 
 def _own_modules(package: Any) -> list[pkgutil.ModuleInfo]:
@@ -183,6 +190,41 @@ def _reader_notebook_buttons(
             buttons[:] = [b for b in buttons if b.get("label") != "download-source-button"]
 
 
+def book_pdf_url(baseurl: str) -> str:
+    """Where the published book's PDF is, for a site published at ``baseurl``.
+
+    Args:
+        baseurl: ``html.baseurl`` of _config.yml.
+
+    Returns:
+        The URL of :data:`PDF_PATH` there.
+
+    Example:
+        >>> book_pdf_url("https://eigprec.github.io/eigen-precision")
+        'https://eigprec.github.io/eigen-precision/_pdf/eigen-precision.pdf'
+    """
+    return baseurl.rstrip("/") + "/" + PDF_PATH
+
+
+def _book_pdf_button(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    if not app.config.html_baseurl:
+        return
+    for group in context.get("header_buttons", []):
+        if group.get("label") == "download-buttons":
+            group.setdefault("buttons", []).append(
+                {
+                    "type": "link",
+                    "url": book_pdf_url(app.config.html_baseurl),
+                    "text": "Book (PDF)",
+                    "tooltip": "Download the whole book as one PDF",
+                    "icon": "fas fa-book",
+                    "label": "download-book-pdf-button",
+                }
+            )
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.viewcode")  # defines the event connected below
     # Author-year labels in the bibliography, as in the text (book/_ext/eigprec_bibtex.py);
@@ -195,4 +237,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("html-page-context", _drop_duplicate_scripts)
     # After sphinx-book-theme's own buttons (priority 501).
     app.connect("html-page-context", _reader_notebook_buttons, priority=600)
+    app.connect("html-page-context", _book_pdf_button, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

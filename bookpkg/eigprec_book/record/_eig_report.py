@@ -36,6 +36,13 @@ def report(rec: dict[str, Any], headline: dict[str, Any]) -> None:
               f"{race['bridge_wrong']} (of {race['trials']} x {race['batch']})")  # fmt: skip
     for s in rec.get("cupy_solver_status") or []:
         print(f"  syevjBatched n={s['n']}: {s['not_converged']} of {s['batch']} not converged")
+    thin = rec.get("thin_grid")
+    if thin:
+        print(f"  thin-path grid ({', '.join(thin['ratios'].values())}; target <= "
+              f"{thin['target']:.2f}):")  # fmt: skip
+        for row in thin["rows"]:
+            cells = "  ".join(f"{name} {r['median']:.3f}" for name, r in row["ratios"].items())
+            print(f"    {row['batch']}x{row['n']}: {cells}")
     print(_eig_grid.summary(rec))
     for item in rec["skipped"]:
         print(f"  skipped {item['what']}: {item['why']}")

@@ -1,8 +1,9 @@
 """Record kth_eigvalsh against torch.linalg on a CUDA GPU, with provenance.
 
-``python -m eigprec_book.record eig --out book/data/eig_gpu.json`` times, for random symmetric
-float32 batches (n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events
-after a warm-up:
+``python -m eigprec_book.record eig --out book/data/eig_gpu.json`` first records issue 49's
+grid, ``kth_eigvalsh`` against ``torch.linalg`` at the shapes ``benchmarks/bench_eig.py``
+measures on the CPU (``thin_grid``, :mod:`._eig_thin`). Then it times, for random symmetric
+float32 batches (n ∈ {16, 32, 33, 45, 64, 100} × batch ∈ {100, 500, 2000}), with CUDA events:
 
 * ``torch.linalg.eigvalsh`` (forward) and ``torch.linalg.eigh`` + backward;
 * ``kth_eigvalsh`` on each backend (CuPy where it works, torch): forward, and forward +
@@ -32,8 +33,9 @@ from torch import Tensor
 from eigprec.eig import kth_eigvalsh
 from eigprec.runtime import describe_runtime
 from eigprec.timing import cuda_event_clock, perf_counter_clock, time_interleaved
-from eigprec_book.record import _eig_grid, _eig_report, _record
+from eigprec_book.record import _eig_grid, _eig_report, _eig_thin, _record
 from eigprec_book.record._cupy_status import cupy_solver_status
+from eigprec_book.record._eig_probes import cupy_smoke, torch_eigh_batching
 from eigprec_book.record._record import check_top_level
 
 __all__ = [
@@ -54,79 +56,16 @@ __all__ = [
     "validate_record",
 ]
 
-SCHEMA = "eigprec.bench.eig/4"
-#: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026) and 4.
-SCHEMAS = ("eigprec.bench.eig/3", SCHEMA)
+SCHEMA = "eigprec.bench.eig/5"
+#: Schemas validate_record reads: 3 (no accuracy grid; the H100 record of November 2026), 4
+#: (no thin-path grid) and 5.
+SCHEMAS = ("eigprec.bench.eig/3", "eigprec.bench.eig/4", SCHEMA)
+
 SIZES = (16, 32, 33, 45, 64, 100)
 BATCHES = (100, 500, 2000)
 HEADLINE = {"batch": 500, "n": 100, "k": -1, "dtype": "float32"}
 TARGETS = {"forward_speedup": 300.0, "train_speedup": 10.0, "train_over_forward": 3.0}
 SUBGRADIENTS = ("eigenvector", "mean")
-#: From this torch release, ``torch.linalg.eigh`` on CUDA reaches cuSOLVER's batched solver
-#: for every n (pytorch PR 175403; before, only for n <= 32: pytorch issue 175585).
-TORCH_BATCHES_EVERY_N = (2, 12)
-
-
-def torch_eigh_batching(version: str | None = None) -> dict[str, Any]:
-    """What the installed torch's batched ``eigh`` does on CUDA, for the record and its reader.
-
-    Args:
-        version: a torch version string (default: the installed ``torch.__version__``).
-
-    Returns:
-        ``{"torch", "batched_every_n", "note"}``: the version, whether ``eigh`` on a CUDA
-        batch reaches cuSOLVER's batched solver for every n (torch >= 2.12) or loops over the
-        batch for n > 32, and a sentence saying so.
-
-    Example:
-        >>> torch_eigh_batching("2.11.0+cu130")["batched_every_n"]
-        False
-        >>> torch_eigh_batching("2.13.0")["batched_every_n"]
-        True
-    """
-    version = torch.__version__ if version is None else version
-    every_n = torch.torch_version.TorchVersion(version) >= TORCH_BATCHES_EVERY_N
-    if every_n:
-        note = (
-            f"torch {version} batches eigh on CUDA for every n (from 2.12): "
-            "CuPy's batched Jacobi is timed against an already batched torch"
-        )
-    else:
-        note = (
-            f"torch {version} loops eigh over a CUDA batch for n > 32 (before 2.12): "
-            "that is where CuPy's batched Jacobi is expected to help"
-        )
-    return {"torch": version, "batched_every_n": bool(every_n), "note": note}
-
-
-def cupy_smoke(device: str = "cuda", n: int = 8, batch: int = 4) -> str | None:
-    """One small CuPy solve, checked against torch, before the timing grid relies on CuPy.
-
-    Args:
-        device: the device the grid runs on.
-        n: matrix size.
-        batch: matrices.
-
-    Returns:
-        None when ``kth_eigvalsh(backend="cupy")`` worked and agreed with torch, else the
-        reason it cannot be used (the grid then runs on torch alone).
-
-    Example:
-        >>> cupy_smoke("cpu") is not None  # CuPy needs a CUDA tensor
-        True
-    """
-    try:
-        g = torch.Generator().manual_seed(1)
-        B = torch.randn(batch, n, n, generator=g, dtype=torch.float32)
-        A = ((B + B.mT) / 2).to(device)
-        got = kth_eigvalsh(A, -1, backend="cupy")
-        want = torch.linalg.eigvalsh(A)[..., -1]
-        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4):
-            err = float((got - want).abs().max())
-            return f"kth_eigvalsh(backend='cupy') differs from torch by {err:.3g}"
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def inverse_iteration(A: Tensor, k: int, backend: str) -> Tensor:
@@ -326,6 +265,7 @@ def record(
     budget_s: float = 240.0,
     per_candidate_s: float = 1.0,
     grid: Sequence[tuple[int, int]] | None = None,
+    thin_grid: Sequence[tuple[int, int]] | None = None,
     _cupy_on_cpu: bool = False,
 ) -> dict[str, Any]:
     """Measure the grid, the stream race, the inverse-iteration trade-off and CuPy's status.
@@ -344,6 +284,8 @@ def record(
         grid: ``(batch, n)`` shapes of the accuracy grid (default
             :func:`eigprec_book.record._eig_grid.grid_shapes`: n = 8 … 2048, batch = 1 … 4096);
             it gets the budget left after the timing grid, less a reserve for the rest.
+        thin_grid: ``(batch, n)`` shapes of issue 49's grid (:mod:`._eig_thin`); it runs
+            first, within a quarter of the budget.
         _cupy_on_cpu: tests only: take the CuPy branches on the CPU (a fake CuPy).
 
     Returns:
@@ -364,6 +306,9 @@ def record(
     backends = ["cupy", "torch"] if cupy_ok else ["torch"]
     if not cupy_ok:
         skipped.append({"what": "kth_eigvalsh backend cupy", "why": f"skipped: {smoke}"})
+    args = (thin_grid, device, max_repeats, per_candidate_s, start, budget_s)
+    thin, later = _eig_thin.section(*args)
+    skipped += later
     rows, later = measure_grid(
         _configs(sizes, batches),
         backends,
@@ -371,7 +316,7 @@ def record(
         k=HEADLINE["k"],
         max_repeats=max_repeats,
         budget_s=per_candidate_s,
-        deadline=start + 0.45 * budget_s,
+        deadline=start + 0.55 * budget_s,
     )
     skipped += later
     accuracy, later = _eig_grid.section(
@@ -423,6 +368,7 @@ def record(
         "targets": TARGETS,
         "grid": rows,
         "sweep": sweep,
+        "thin_grid": thin,
         "accuracy_grid": accuracy,
     }
     stopped = any(s["why"] == _eig_grid.INTERRUPTED for s in skipped)
@@ -497,7 +443,9 @@ def validate_record(record: Any) -> None:
     """
     known = isinstance(record, dict) and record.get("schema") in SCHEMAS
     check_top_level(record, "eig", record["schema"] if known else SCHEMA, _TOP)
-    _eig_grid.validate_section(record, SCHEMA)
+    _eig_grid.validate_section(record, SCHEMAS[1:])
+    if record["schema"] == SCHEMA:
+        _eig_thin.validate(record.get("thin_grid"))
     if record["torch_eigh"].get("torch") != record["provenance"].get("torch"):
         raise ValueError("eig record: torch_eigh.torch differs from provenance.torch")
     for key in _PROVENANCE:

@@ -138,9 +138,12 @@ def meets_rule(row: Mapping[str, Any], entry: Mapping[str, Any], phase: str = "f
 def rows_from_timing_grid(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Rows for :func:`acceptable` from an ``eigprec_book.record.eig`` record's timing grid.
 
-    The timing grid (schemas 3 and 4) times ``kth_eigvalsh`` on each backend, forward
-    (``kth[b]``) and forward + backward (``kth[b]+backward[eigenvector]``), and records no
-    error: the rows carry times alone.
+    The timing grid (schemas 3 to 5) times ``kth_eigvalsh`` on each backend, forward
+    (``kth[b]``) and forward + backward (``kth[b]+backward[eigenvector]``), beside
+    ``torch.linalg.eigvalsh`` and ``eigh`` + backward, and records no error: the rows carry
+    times alone. CuPy's solver is timed as ``kth[cupy]``; torch's as ``torch.linalg`` itself,
+    which is what ``kth_eigvalsh`` runs on torch's solver since issue 49 (its thin path), where
+    the records' ``kth[torch]`` carried the custom op's overhead of before.
 
     Args:
         record: a decoded ``eigprec_book.record.eig`` record.
@@ -157,12 +160,15 @@ def rows_from_timing_grid(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for entry in record["grid"]:
         s = entry["seconds"]
-        solvers = {
-            SOLVER_OF_BACKEND[b]: {
-                "seconds": s[f"kth[{b}]"],
-                "train_seconds": s[f"kth[{b}]+backward[eigenvector]"],
-            }
-            for b in record["settings"]["backends"]
-        }
+        solvers = {}
+        for b in record["settings"]["backends"]:
+            if b == "torch":
+                times = {"seconds": s["torch.eigvalsh"], "train_seconds": s["torch.eigh+backward"]}
+            else:
+                times = {
+                    "seconds": s[f"kth[{b}]"],
+                    "train_seconds": s[f"kth[{b}]+backward[eigenvector]"],
+                }
+            solvers[SOLVER_OF_BACKEND[b]] = times
         rows.append({"n": entry["n"], "batch": entry["batch"], "solvers": solvers})
     return rows

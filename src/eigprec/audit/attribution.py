@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from eigprec._tables import markdown_table
-from eigprec.audit.mode import AttributionMode, Settings, module_paths
+from eigprec.audit.mode import AttributionMode, Settings
+from eigprec.audit.modules import module_paths
 from eigprec.audit.options import check_options
 from eigprec.audit.report import AuditRecord, _key
 from eigprec.tf32.emulate import TF32EmulationMode

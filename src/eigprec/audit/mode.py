@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from eigprec import _context
 from eigprec import precision as _precision
 from eigprec.audit.measures import _errors, _row_column_scale, _worse
+from eigprec.audit.operands import gradient_of, operand_roles, overwrites_operand, writes_an_input
 from eigprec.audit.recent import RecentCalls
 from eigprec.tf32 import core, gpus, opaque, plain
 from eigprec.tf32.dispatch import CONVS as _CONVS
@@ -83,6 +83,7 @@ class _Site:
     float64_calls: int = 0
     tf32_nonfinite: int = 0  # calls whose TF32 result has inf/NaN where float32's is finite
     scaled_entry_error: float | None = None  # worst |error_ij| / (‖row i of A‖ ‖column j of B‖)
+    measured: int = 0  # calls measured (all of them unless the audit samples)
 
 
 @dataclass
@@ -105,6 +106,8 @@ class Settings:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the GPU modelled (eigprec.tf32.gpus.GPUProfile): what it keeps in float32 is not audited
     gpu: Any = None
+    # None: measure every call; k: each site's first k calls, then every k-th (see _due)
+    sample: int | None = None
 
 
 # (module name, skip prefixes) -> whether frames of that module are skipped: a product's
@@ -121,12 +124,20 @@ def _skipped(module: str, skip: tuple[str, ...]) -> bool:
     return known
 
 
+# Code objects whose frames end the walk up the stack: the command line's runner, above
+# which nothing is the script's code (python -m eigprec.audit --depth 3 names no frame of
+# its own, nor of whoever called it).
+BOUNDARIES: set[Any] = set()
+
+
 def user_frames(skip: tuple[str, ...], depth: int) -> tuple[tuple[str, int, str], ...]:
     """The ``depth`` innermost frames outside ``skip`` modules and this package's plumbing."""
     frame = sys._getframe(1)
     found: list[tuple[str, int, str]] = []
     while frame is not None and len(found) < depth:
         code = frame.f_code
+        if code in BOUNDARIES:
+            break
         module = frame.f_globals.get("__name__", "")
         if code.co_filename not in _PLUMBING and not _skipped(module, skip):
             found.append((code.co_filename, frame.f_lineno, code.co_name))
@@ -174,6 +185,11 @@ def _multiply_adds(packet: Any, args: tuple, output: torch.Tensor) -> int:
         return 2 * args[0].numel() * (weight[0].numel() if weight.dim() else 1)
     first, second = (args[i] for i in _OPERANDS[packet])
     return first.numel() * second.shape[-1]  # (batch ×) m × k, times n
+
+
+# Under sampling: the output whose site counts a packet's calls, and every output's site.
+_COUNTED = {_aten.convolution_backward: "[weight]"}
+_OUTPUTS = {_aten.convolution_backward: ((0, "[input]"), (1, "[weight]"))}
 
 
 def _measured_outputs(out: Any, packet: Any) -> list[tuple[int, str]]:
@@ -251,10 +267,31 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         enabled = _tf32_setting(kind)
         if self.settings.only_enabled and not enabled:
             return func(*args, **kwargs)
-        frames, phase, module = self._where(args, operands)
-        side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
-        out = func(*args, **kwargs)
-        self._record(packet, args, out, side, (frames, module), phase, enabled, kind)
+        frames, phase, module, label = self._where(func, packet, args, operands)
+        if self.settings.sample is not None and not self._due(
+            packet, args, (frames, module), phase, label, enabled
+        ):
+            return func(*args, **kwargs)
+        if not writes_an_input(packet, args, kwargs):
+            # The user's operator first: where it fails (shapes, dtypes), the error is its
+            # own, raised from the user's call, before any work of the audit's.
+            out = func(*args, **kwargs)
+            side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
+        else:
+            # In place, or out= over an input: the side products must see the inputs before
+            # the call writes over them, so they run first; should they fail, the user's
+            # own call runs and raises its own error.
+            try:
+                side = self._side_results(packet, args, kwargs, operands, kind, enabled, me)
+            except Exception as error:
+                failure: Exception | None = error
+            else:
+                failure = None
+            if failure is not None:
+                func(*args, **kwargs)
+                raise failure
+            out = func(*args, **kwargs)
+        self._record(packet, args, out, side, (frames, module), phase, enabled, kind, label)
         return out
 
     def _complex64(self, func: Any, packet: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -273,6 +310,31 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
 
     # -- what to audit, and where it came from ------------------------------------------
 
+    def _due(
+        self, packet: Any, args: tuple, frames: tuple, phase: str, label: str, enabled: bool
+    ) -> bool:
+        # Under sampling: whether this call is measured (each site's first k calls, then
+        # every k-th), so that a long run pays the side products on one step in k while
+        # every site's first steps are measured in full. A call left out is counted here.
+        k = self.settings.sample
+        shapes = tuple(tuple(args[i].shape) for i in _OPERANDS[packet])
+        name = packet.__name__ + label
+        # convolution_backward's gradients are sites of their own: its weight's one counts
+        site_key = (frames[0], name + _COUNTED.get(packet, ""), shapes, phase, frames[1])
+        with self.settings.lock:
+            site = self.settings.sites.get(site_key)
+            n = 1 if site is None else site.calls + 1
+            if n <= k or n % k == 0:
+                return True
+            for _, suffix in _OUTPUTS.get(packet, ((0, ""),)):
+                other = self.settings.sites.get(
+                    (frames[0], name + suffix, shapes, phase, frames[1])
+                )
+                if other is not None:
+                    other.calls += 1
+                    other.tf32_calls += int(enabled)
+        return False
+
     @staticmethod
     def _wanted(args: tuple[Any, ...], operands: tuple[int, ...]) -> bool:
         mats = [args[i] for i in operands if i < len(args)]
@@ -288,16 +350,20 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
             and mats[0].device.type in ("cpu", "cuda")
         )
 
-    def _where(self, args: tuple[Any, ...], operands: tuple[int, ...]) -> tuple[tuple, str, str]:
-        # (user frames, phase, module path) of the product running now.
+    def _where(
+        self, func: Any, packet: Any, args: tuple[Any, ...], operands: tuple[int, ...]
+    ) -> tuple[tuple, str, str, str]:
+        # (user frames, phase, module path, gradient label) of the product running now; the
+        # label ("[weight grad]"...) tells apart the backward products of one forward call.
         s = self.settings
         node = _current_node()
         if node is not None:
             # Backward: attribute to the forward call that created the node, when seen.
             seen = s.forward_frames.get(node._sequence_nr())
             if seen is None:
-                seen = user_frames(s.skip, s.depth), ""
-            return seen[0], f"backward ({node.name()})", seen[1]
+                return user_frames(s.skip, s.depth), f"backward ({node.name()})", "", ""
+            label = gradient_of(seen[2], args, operands) if seen[2] else ""
+            return seen[0], f"backward ({node.name()})", seen[1], label
         frames = user_frames(s.skip, s.depth)
         module = s.modules[-1] if s.modules else ""
         if (
@@ -306,9 +372,10 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
             and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         ):
             # Autograd numbered this op's node just before dispatching to us.
+            roles = operand_roles(func, args, operands) if packet in _GEMMS else ()
             with s.lock:
-                s.forward_frames.put(_next_sequence_nr() - 1, (frames, module))
-        return frames, "forward", module
+                s.forward_frames.put(_next_sequence_nr() - 1, (frames, module, roles))
+        return frames, "forward", module, ""
 
     # -- the side computations ----------------------------------------------------------
 
@@ -333,7 +400,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         # reduced precision changes the user's result, so float32 comes from a clean run;
         # so does an op that writes over its own operand (out=, in place), whose result is
         # then not the product of the operands as they were.
-        aliased = _overwrites_operand(packet, args, kwargs, operands)
+        aliased = overwrites_operand(packet, args, kwargs, operands)
         reduced = _cpu_reduced(device, kind)
         clean_fp32 = _len_torch_dispatch_stack() > 0 or reduced or aliased
         nan_free: tuple[int, ...] = ()  # operands read to hold no NaN
@@ -389,9 +456,11 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
         phase: str,
         enabled: bool,
         kind: str,
+        label: str = "",
     ) -> None:
         with _modes_off():
-            if "tf32" not in side:  # a TF32 GPU that ran the user's op in TF32
+            owned = "tf32" in side  # (the audit's own result: measured in place)
+            if not owned:  # a TF32 GPU that ran the user's op in TF32
                 side["tf32"] = out
             fp32 = side.get("fp32", out)
             fp64 = side.get("fp64")
@@ -404,9 +473,15 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 scale = side.get("scale")
                 scaled: list = [None]
                 norm_e, entry_e, fp32_e, nonfinite = _errors(
-                    tf32_j, ref, fp32_j if fp64 is not None else None, fp32_j, scale, scaled
+                    tf32_j,
+                    ref,
+                    fp32_j if fp64 is not None else None,
+                    fp32_j,
+                    scale,
+                    scaled,
+                    owned,
                 )
-                key = (frames[0], name + suffix, shapes, phase, frames[1])
+                key = (frames[0], name + suffix + label, shapes, phase, frames[1])
                 self._add(key, enabled, norm_e, entry_e, fp32_e, nonfinite, scaled[0])
 
     def _add(
@@ -425,6 +500,7 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 old = site.scaled_entry_error
                 site.scaled_entry_error = scaled_e if old is None else _worse(old, scaled_e)
             site.calls += 1
+            site.measured += 1
             site.tf32_nonfinite += int(nonfinite)
             site.tf32_calls += int(enabled)
             site.norm_error = _worse(site.norm_error, norm_e)
@@ -434,23 +510,6 @@ class AuditMode(plain.TF32Mode, TorchDispatchMode):
                 site.fp32_norm_error = (
                     fp32_e if site.fp32_norm_error is None else max(site.fp32_norm_error, fp32_e)
                 )
-
-
-def _overwrites_operand(
-    packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any], operands: tuple[int, ...]
-) -> bool:
-    # Whether the op writes (out=, or in place into its first argument) over the memory of
-    # one of the operands it multiplies.
-    written = kwargs.get("out")
-    if written is None and packet.__name__.endswith("_"):
-        written = args[0]
-    if not isinstance(written, torch.Tensor):
-        return False
-    storage = written.untyped_storage().data_ptr()
-    return any(
-        isinstance(args[i], torch.Tensor) and args[i].untyped_storage().data_ptr() == storage
-        for i in operands
-    )
 
 
 def _cpu_reduced(device: torch.device, kind: str) -> bool:
@@ -505,72 +564,11 @@ class AttributionMode(AuditMode):
                 return run_composite(func, args, kwargs)
         if operands is None or not self._wanted(args, operands) or in_no_tf32_formula():
             return func(*args, **kwargs)
-        frames, phase, module = self._where(args, operands)
+        frames, phase, module, label = self._where(func, packet, args, operands)
         shapes = tuple(tuple(args[i].shape) for i in operands)
-        key = (frames, packet.__name__, shapes, phase, module)
+        key = (frames, packet.__name__ + label, shapes, phase, module)
         self.seen[key] = self.seen.get(key, 0) + 1
         if self.selected is None or key in self.selected:
             with self.emulator:
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
-
-
-# Modules whose forward takes torch's fused fast path only when no torch-function mode is
-# active (torch.overrides.has_torch_function): the audit's function mode steps aside there.
-_FASTPATH_MODULES = (
-    torch.nn.MultiheadAttention,
-    torch.nn.TransformerEncoderLayer,
-    torch.nn.TransformerEncoder,
-)
-
-
-@contextlib.contextmanager
-def module_paths(settings: Settings, plain: Any = None) -> Iterator[None]:
-    """Keep ``settings.modules`` = the paths of the nn.Modules running in this thread.
-
-    Global forward hooks (``torch.nn.modules.module.register_module_forward_pre_hook``)
-    push a module's path relative to the outermost module called (``encoder.layers.0
-    .linear1``; the outermost one is named by its class) and pop it when it returns. While
-    a transformer module runs, the function mode ``plain`` (when given, and on top of the
-    stack) is taken off, so that torch takes the same fast path as without the audit.
-    """
-    owner = threading.get_ident()
-    names: dict[int, str] = {}
-    suspended: list[torch.nn.Module] = []
-
-    def pre(module: torch.nn.Module, _args: Any) -> None:
-        if threading.get_ident() != owner:
-            return
-        if plain is not None and isinstance(module, _FASTPATH_MODULES):
-            depth = torch._C._len_torch_function_stack()
-            if depth and torch._C._get_function_stack_at(depth - 1) is plain:
-                torch._C._pop_torch_function_stack()
-                suspended.append(module)
-        if not settings.modules:
-            names.clear()
-            names.update((id(m), n) for n, m in module.named_modules() if n)
-            settings.modules.append(type(module).__name__)
-            return
-        settings.modules.append(names.get(id(module), type(module).__name__))
-
-    def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if threading.get_ident() != owner:
-            return
-        if settings.modules:
-            settings.modules.pop()
-        if suspended and suspended[-1] is module:
-            suspended.pop()
-            torch._C._push_on_torch_function_stack(plain)
-
-    from torch.nn.modules import module as _module
-
-    handles = (
-        _module.register_module_forward_pre_hook(pre),
-        _module.register_module_forward_hook(post, always_call=True),
-    )
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-        settings.modules.clear()

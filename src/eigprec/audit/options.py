@@ -43,6 +43,11 @@ def _int(name: str, value: Any, low: int) -> int:
     return value
 
 
+def check_sample(sample: Any) -> int | None:
+    # ``sample`` as a Python int (>= 1), or None (every call measured).
+    return None if sample is None else _int("sample", sample, 1)
+
+
 def check_audit_args(
     *,
     rounding: Any = None,
@@ -51,6 +56,8 @@ def check_audit_args(
     skip: Any = ("torch", "eigprec"),
     depth: Any = 1,
     gpu: Any = None,
+    sample: Any = None,
 ) -> None:
     check_options(rounding, float64_limit, only_enabled, skip, depth)
     check_gpu(gpu)
+    check_sample(sample)

@@ -59,10 +59,12 @@ fused transformer fast path, oneDNN/cuDNN RNN kernels (``nn.LSTM`` on the CPU),
 ``_trilinear`` (``nn.Bilinear``), float32 solves, inverses and LU factorisations (on a GPU
 blocked algorithms with TF32 GEMM updates: ~1e-4 on an H200) -- are *run but not covered*:
 :attr:`AuditReport.not_covered` lists each with what a TF32 GPU does for it, and so do the
-tables. Not seen at all: products inside ``torch.compile``d code (Inductor's Triton kernels
-choose their own TF32 behaviour); products in threads other than the one that opened the
-audit (autograd's own threads excepted); sparse and nested tensors (passed through
-untouched) and non-float32 products. A backward product whose autograd node was not created
+tables. ``torch.compile``d code compiles nothing while the audit runs (Dynamo steps aside
+while a dispatch mode is active): it runs eagerly, and its products are audited as eager
+ones -- what Inductor's kernels would do with TF32 (they choose their own) is not measured.
+Not seen at all: products in threads other than the one that opened the audit (autograd's
+own threads excepted); sparse and nested tensors (passed through untouched) and
+non-float32 products. A backward product whose autograd node was not created
 by an audited forward product (a graph built before the audit, or the backward of a
 non-product such as ``linalg.solve``) is attributed to the frames at backward time, i.e. the
 ``.backward()`` line. Inside an :func:`~eigprec.emulate_tf32` block opened *within* the
@@ -77,7 +79,7 @@ Example:
     >>> with tf32_audit() as report:
     ...     (torch.ones(3, 8) @ w).sum().backward()
     >>> [(r.op, r.phase, r.norm_error > 0) for r in report.records]  # w's gradient is exact
-    [('mm', 'forward', True), ('mm', 'backward (MmBackward0)', False)]
+    [('mm', 'forward', True), ('mm[mat2 grad]', 'backward (MmBackward0)', False)]
 """
 
 from __future__ import annotations
@@ -92,9 +94,11 @@ from eigprec._args import check_int
 from eigprec._context import reusable
 from eigprec._tables import markdown_table
 from eigprec.audit.measures import ENTRY_FLOOR
-from eigprec.audit.mode import AuditMode, Settings, module_paths
-from eigprec.audit.options import check_audit_args, check_options
+from eigprec.audit.mode import AuditMode, Settings
+from eigprec.audit.modules import module_paths
+from eigprec.audit.options import check_audit_args, check_options, check_sample
 from eigprec.audit.rows import record_rows
+from eigprec.audit.verdict import summary
 from eigprec.tf32.gpus import profile
 from eigprec.tf32.plain import PlainCalls
 from eigprec.tf32.rounding import check_rounding
@@ -134,6 +138,8 @@ class AuditRecord:
         tf32_nonfinite: calls whose TF32 result held inf/NaN where float32's was finite
             (TF32 rounds operands just below float32's largest value up to 2**128); their
             errors count as infinite, never as 0.
+        measured_calls: of the calls, how many were measured (all of them unless the
+            audit samples, ``tf32_audit(sample=k)``); the errors are the worst of those.
 
     Example:
         >>> import torch
@@ -157,6 +163,7 @@ class AuditRecord:
     tf32_nonfinite: int = 0
     module: str = ""
     scaled_entry_error: float | None = None
+    measured_calls: int | None = None  # None: not recorded (every call)
 
     @property
     def site(self) -> str:
@@ -183,10 +190,10 @@ class AuditReport:
         >>> import torch
         >>> with tf32_audit() as report:
         ...     _ = torch.ones(2, 3) @ torch.ones(3, 2)  # exact in TF32
-        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:7])
-        ['TF32 err. (norm)', 'TF32 err. (entry)', 'TF32 err. (row·col)']
-        >>> report.records[0].norm_error
-        0.0
+        >>> print(report.to_markdown().splitlines()[0].split(" | ")[4:9])
+        ['TF32 on', 'verdict', 'TF32 err. (norm)', 'TF32 err. (row·col)', 'TF32 err. (entry)']
+        >>> report.records[0].norm_error, report.verdict()[:22]
+        (0.0, 'Verdict: all 1 sites w')
     """
 
     def __init__(self, settings: Any) -> None:
@@ -225,6 +232,7 @@ class AuditReport:
                 float64_calls=s.float64_calls,
                 tf32_nonfinite=s.tf32_nonfinite,
                 scaled_entry_error=s.scaled_entry_error,
+                measured_calls=s.measured,
             )
             for key, s in items
         ]
@@ -263,6 +271,16 @@ class AuditReport:
     def __len__(self) -> int:
         return len(self._settings.sites)
 
+    def verdict(self) -> str:
+        """One line: all sites within ordinary TF32 rounding, or how many lose more.
+
+        Ordinary TF32 rounding gives a norm-wise error of about 2**-12 and at most
+        ``2**-10`` (:func:`eigprec.audit.verdict.ordinary_bound`) for a product whose terms
+        do not cancel; the tables' verdict column says which sites exceed it and why
+        (:mod:`eigprec.audit.verdict`).
+        """
+        return summary(self.records, self._settings.rounding)
+
     def rows(self, by: str = "norm", limit: int | None = None) -> list[dict[str, str]]:
         """The ranked records as rows of formatted strings, the columns of the tables.
 
@@ -271,19 +289,20 @@ class AuditReport:
             limit: keep only the first ``limit`` rows (``None``: all).
 
         Returns:
-            A list with one dict per record — site, op (a backward product names its autograd node),
-            shapes, calls, TF32 error norm-wise, at the worst entry against its own size and
+            A list with one dict per record — site, op (a backward product names its autograd
+            node), shapes, calls, whether the settings asked for TF32 there ("TF32 on"), the
+            verdict (:mod:`eigprec.audit.verdict`), TF32 error norm-wise, at the worst entry
             against its row·column scale (``scaled_entry_error``: near 2**-12 where TF32 did
-            nothing unusual, however much the product cancels), float32 error norm-wise, and,
-            when any listed record has one, the count of calls where TF32 gave inf/NaN and
-            float32 did not.
+            nothing unusual, however much the product cancels) and against its own size,
+            float32 error norm-wise, and, when any listed record has one, the count of calls
+            where TF32 gave inf/NaN and float32 did not.
 
         Raises:
             TypeError: for a ``limit`` that is not an int (bools refused).
             ValueError: for a bad ``by`` or a negative ``limit``.
         """
         limit = None if limit is None else check_int("limit", limit, low=0)
-        return record_rows(self.ranked(by)[:limit], self._settings.depth)
+        return record_rows(self.ranked(by)[:limit], self._settings.depth, self._settings.rounding)
 
     def to_markdown(self, by: str = "norm", limit: int | None = None) -> str:
         """The ranked records as a Markdown table.
@@ -341,6 +360,7 @@ def tf32_audit(
     skip: tuple[str, ...] = ("torch", "eigprec"),
     depth: int = 1,
     gpu: str | None = None,
+    sample: int | None = None,
 ) -> Iterator[AuditReport]:
     """Measure, per call site, what TF32 would do to each float32 product of a code block.
 
@@ -368,13 +388,17 @@ def tf32_audit(
         gpu: the GPU to model, as in :func:`~eigprec.emulate_tf32`: ``"hopper"`` leaves out
             the small products the book's H200 kept in float32 and rounds ties to even
             (unless ``rounding`` says otherwise); None audits every float32 product.
+        sample: None measures every call. ``k`` measures each site's first ``k`` calls and
+            then every ``k``-th (calls are still counted, and ``measured_calls`` says how
+            many were measured): a long training run then pays the side products on one
+            step in ``k``, while every site's first steps are measured in full.
 
     Yields:
         An :class:`AuditReport`, filled as the block runs.
 
     Raises:
-        ValueError: for an unknown ``rounding`` or ``gpu``, a negative ``float64_limit`` or
-            a ``depth`` below 1.
+        ValueError: for an unknown ``rounding`` or ``gpu``, a negative ``float64_limit``,
+            or a ``depth`` or ``sample`` below 1.
         TypeError: for arguments of the wrong type (NumPy integers count as ints, bools
             do not). Both are raised where ``tf32_audit(...)`` is called.
 
@@ -388,9 +412,12 @@ def tf32_audit(
         ([0.0, -0.000244140625], [('mm', 1, 1.0)])
     """
     float64_limit, depth = check_options(rounding, float64_limit, only_enabled, skip, depth)
+    sample = check_sample(sample)
     model = profile(gpu)
     rounding = check_rounding(model.rounding if rounding is None and model else rounding)
-    settings = Settings(rounding, float64_limit, only_enabled, skip, depth, gpu=model)
+    settings = Settings(
+        rounding, float64_limit, only_enabled, skip, depth, gpu=model, sample=sample
+    )
     plain = PlainCalls()
     with AuditMode(settings), plain, module_paths(settings, plain):
         yield AuditReport(settings)

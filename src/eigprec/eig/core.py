@@ -24,47 +24,114 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["KthEigenvalue", "clarke_factor", "clarke_gradient", "default_tolerance", "kth_eigvalsh"]
+__all__ = [
+    "KthEigenvalue",
+    "clarke_factor",
+    "clarke_gradient",
+    "cluster_breaks",
+    "cluster_weights",
+    "default_tolerance",
+    "kth_eigvalsh",
+    "refined_gaps",
+    "symmetric_lower",
+    "tolerance_scale",
+]
 
-#: Eigenvalues closer than ``min(3·√max(n, 16), 20) · eps · max|λ|`` form one cluster.
+#: float32, the WINDOW pairs on each side of k: refined gaps under REFINED_TOL·eps·max|λ| too.
+REFINED_TOL, WINDOW = 2.0, 4
+#: Computed gaps under min(3·√max(n, 16), 20)·eps·max|λ| link (the only test far from k, and
+#: in float64).
 TOL_FACTOR, TOL_CAP = 3.0, 20.0
 
 
-def default_tolerance(w: Tensor) -> Tensor:
-    """``(...)`` absolute cluster tolerances for eigenvalues ``w`` of shape ``(..., n)``."""
-    n = w.shape[-1]
-    scale = min(TOL_FACTOR * math.sqrt(max(n, 16)), TOL_CAP) * torch.finfo(w.dtype).eps
-    return scale * w.abs().amax(dim=-1)
+def default_tolerance(w: Tensor, refined: bool = True) -> Tensor:
+    """``(...)`` tolerances for eigenvalues ``w`` ``(..., n)``: on refined gaps (float32) next to
+    λ_k, or on computed gaps (float64, or ``refined=False``)."""
+    return tolerance_scale(w, refined and w.dtype == torch.float32) * w.abs().amax(dim=-1)
 
 
-def cluster_weights(w: Tensor, k: int, tol: Tensor | float) -> Tensor:
+def tolerance_scale(w: Tensor, refined: bool) -> float:
+    """The tolerance in units of max|λ| for eigenvalues ``w``: refined or computed gaps."""
+    if refined:
+        return REFINED_TOL * torch.finfo(w.dtype).eps
+    return min(TOL_FACTOR * math.sqrt(max(w.shape[-1], 16)), TOL_CAP) * torch.finfo(w.dtype).eps
+
+
+def refined_gaps(A: Tensor, V: Tensor) -> Tensor:
+    """``(..., m - 1)`` gaps of each consecutive pair of columns of ``V`` ``(..., n, m)``, refined.
+
+    The eigenvalue gap of the 2 × 2 Rayleigh–Ritz problem on the pair's span, in float64, with
+    the pair's Gram matrix (float32 eigenvectors are orthonormal only to ≈ √n eps), for the
+    symmetric matrix whose lower triangle is ``A``'s. A solver's computed eigenvalues err by
+    several eps·‖A‖: they split an exact tie, or shrink a true gap of 5 eps to 0.4 eps. The
+    span of two eigenvectors is far more accurate: the Ritz gap of a tie measured ≲ 0.5 eps,
+    that of a 5-eps gap 4.96 eps (``tests/test_eig_tolerance.py``).
+    """
+    X = V.double()
+    AX = symmetric_lower(A.double()) @ X
+    d, g = (X * AX).sum(-2), (X * X).sum(-2)
+    b, h = (X[..., :-1] * AX[..., 1:]).sum(-2), (X[..., :-1] * X[..., 1:]).sum(-2)
+    d1, d2, g1, g2 = d[..., :-1], d[..., 1:], g[..., :-1], g[..., 1:]
+    mu = (d1 / g1 + d2 / g2) / 2  # shifted, so that the quadratic's terms are of the gap's size
+    d1, d2, b = d1 - mu * g1, d2 - mu * g2, b - mu * h
+    det = g1 * g2 - h * h
+    lin = d1 * g2 + d2 * g1 - 2 * b * h
+    return torch.sqrt((lin * lin - 4 * det * (d1 * d2 - b * b)).clamp_min(0)) / det
+
+
+def cluster_breaks(w: Tensor, V: Tensor, k: int, A: Tensor | None, tol: Any = None) -> Tensor:
+    """``(..., n - 1)`` bools: where consecutive eigenvalues ``w`` belong to different clusters.
+
+    With ``tol`` (absolute): where the computed gap exceeds it. By default: where the computed
+    gap exceeds the plain tolerance (TOL_FACTOR, TOL_CAP), above every computed split of an
+    exact tie measured; in float32, with ``A`` (its lower triangle), the
+    :data:`WINDOW` pairs on each side of k also break where the refined gap
+    (:func:`refined_gaps`) exceeds :data:`REFINED_TOL`, which keeps true gaps of 3 eps apart.
+    """
+    gaps = w[..., 1:] - w[..., :-1]
+    if tol is not None:
+        return gaps > tol
+    top = w.abs().amax(dim=-1, keepdim=True)
+    breaks = gaps > tolerance_scale(w, False) * top
+    lo, hi = max(k - WINDOW, 0), min(k + WINDOW + 1, w.shape[-1])
+    near = breaks[..., lo : hi - 1]
+    if A is None or w.dtype != torch.float32 or (A.device.type == "cpu" and bool(near.all())):
+        return breaks  # (on the CPU, where every pair near k is apart anyway, refine nothing)
+    near = near | (refined_gaps(A, V[..., lo:hi]) > (tolerance_scale(w, True) * top).double())
+    return torch.cat([breaks[..., :lo], near, breaks[..., hi - 1 :]], dim=-1)
+
+
+def cluster_weights(
+    w: Tensor, V: Tensor, k: int, A: Tensor | None = None, tol: Any = None
+) -> Tensor:
     """``(..., n)`` weights: 1/r on the r eigenvalues of λ_k's cluster, 0 elsewhere.
 
-    A cluster is a chain of consecutive (ascending) eigenvalues, each less than ``tol`` above
-    the previous one: rounding spreads the copies of a large tie over several times the gap
-    between neighbouring copies, so a ball around λ_k would split it. A mask over all
-    eigenvalues keeps shapes static and never asks the host how large a cluster is.
+    A cluster is a chain of consecutive eigenvalues (:func:`cluster_breaks`): rounding spreads
+    the copies of a large tie over several times the gap between neighbouring copies, so a
+    ball around λ_k would split it. A mask keeps shapes static.
     """
-    breaks = (w[..., 1:] - w[..., :-1]) > tol
-    run = torch.nn.functional.pad(breaks.cumsum(-1), (1, 0))
+    run = torch.nn.functional.pad(cluster_breaks(w, V, k, A, tol).cumsum(-1), (1, 0))
     inside = run == run[..., k : k + 1]
     return inside.to(w.dtype) / inside.sum(dim=-1, keepdim=True).to(w.dtype)
 
 
-def clarke_factor(w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None) -> Tensor:
+def clarke_factor(
+    w: Tensor, V: Tensor, k: int, subgradient: str, tol: Any = None, A: Tensor | None = None
+) -> Tensor:
     """F with F Fᵀ the chosen element of ∂λ_k: ``(..., n, 1)`` or ``(..., n, n)``.
 
     Args:
         w: ``(..., n)`` ascending eigenvalues; V: their ``(..., n, n)`` eigenvectors.
         k: index of the eigenvalue (non-negative).
         subgradient: ``"eigenvector"`` (q qᵀ) or ``"mean"`` (U Uᵀ / r).
-        tol: cluster tolerance for ``"mean"``, absolute; None: :func:`default_tolerance`.
+        tol: cluster tolerance for ``"mean"``, absolute; None: the default rule
+            (:func:`cluster_breaks`).
+        A: the matrix (lower triangle), for the default rule's refined gaps.
     """
     if subgradient == "eigenvector":
         return V[..., :, k : k + 1]
-    tol = default_tolerance(w)[..., None] if tol is None else tol
     # [show:mean]
-    weights = cluster_weights(w, k, tol)  # 1/r inside λ_k's cluster, 0 outside
+    weights = cluster_weights(w, V, k, A, tol)  # 1/r inside λ_k's cluster, 0 outside
     return V * weights.sqrt()[..., None, :]  # F Fᵀ = V diag(weights) Vᵀ = U Uᵀ / r
     # [/show:mean]
 
@@ -79,11 +146,34 @@ def clarke_gradient(F: Tensor, grad_lam: Tensor) -> Tensor:
         # (grad · q) qᵀ as a broadcast product: exact, no GEMM that TF32 could round, and
         # one pass over the (..., n, n) result.
         return (F * grad_lam[..., None, None]) * F.mT
-    if F.dtype == torch.float32:
+    if F.dtype == torch.float32 and not _ieee_float32_product(F):
         # U Uᵀ / r through a float64 GEMM, which never runs in TF32.
         return (F.double() @ F.double().mT).to(F.dtype) * grad_lam[..., None, None]
     return (F @ F.mT) * grad_lam[..., None, None]
     # [/show:backward]
+
+
+def _ieee_float32_product(F: Tensor) -> bool:
+    """Whether a float32 product of ``F`` runs in IEEE float32: on the CPU at "highest".
+
+    Elsewhere, or at a lower matmul precision (oneDNN may then use bf16/TF32 on the CPU), the
+    float64 GEMM costs more but is exact enough: on the CPU it cost "mean" 1.14-1.35× eigh's
+    backward (issue 49).
+    """
+    if F.device.type != "cpu" or torch.get_float32_matmul_precision() != "highest":
+        return False
+    onednn = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    return getattr(onednn, "fp32_precision", "none") in ("none", "ieee")
+
+
+def symmetric_lower(A: Tensor) -> Tensor:
+    """The symmetric matrix whose lower triangle is ``A``'s (the one ``eigh`` reads).
+
+    The strict triangle and the diagonal apart: T + Tᵀ − diag(T) would double the diagonal on
+    the way and overflow near the dtype's largest value (inf − inf = NaN).
+    """
+    L = A.tril(-1)
+    return L + L.mT + torch.diag_embed(A.diagonal(dim1=-2, dim2=-1))
 
 
 class KthEigenvalue(torch.autograd.Function):
@@ -92,7 +182,7 @@ class KthEigenvalue(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, A: Tensor, k: int, subgradient: str, tol: Any) -> Tensor:
         w, V = torch.linalg.eigh(A)
-        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol))
+        ctx.save_for_backward(clarke_factor(w, V, k, subgradient, tol, A))
         return w[..., k].clone()
 
     @staticmethod
@@ -110,7 +200,7 @@ def kth_eigvalsh(
         A: ``(..., n, n)`` real symmetric float32/float64 tensor (its lower triangle is read).
         k: index into the ascending eigenvalues; negative counts from the largest.
         subgradient: ``"eigenvector"`` or ``"mean"`` (see the module's docstring).
-        cluster_tol: largest gap inside a cluster for ``"mean"``; None: the default.
+        cluster_tol: largest gap inside a cluster for ``"mean"``; None: the default rule.
 
     Returns:
         ``(...)`` tensor of the k-th eigenvalues.

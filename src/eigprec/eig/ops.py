@@ -19,10 +19,25 @@ import torch
 from torch import Tensor
 
 from eigprec.eig import cupy_solver, inverse_iteration, lapack
-from eigprec.eig.core import clarke_factor, clarke_gradient, cluster_weights
-from eigprec.eig.tolerance import default_cluster_tol
+from eigprec.eig.core import (
+    clarke_factor,
+    clarke_gradient,
+    cluster_weights,
+    default_tolerance,
+    tolerance_scale,
+)
 
-__all__ = ["KthEigvalsh", "KthGradient", "factor_op", "value_op"]
+__all__ = [
+    "KthEigvalsh",
+    "KthGradient",
+    "apply_eager",
+    "factor",
+    "factor_impl",
+    "factor_op",
+    "isolated",
+    "value_impl",
+    "value_op",
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -78,32 +93,49 @@ def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------- custom ops
 
 
-def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float:
-    """The cluster tolerance, a Python float or ``(..., 1)`` per matrix.
+def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float | None:
+    """The cluster tolerance, a Python float or ``(..., 1)`` per matrix; None: the default.
 
-    The op's one float argument encodes three cases: NaN — :func:`default_cluster_tol`;
-    ≥ 0 — that absolute tolerance; < 0 — ``-cluster_tol · max|λ|`` per matrix (the relative
-    tolerance ``cluster_rtol``). A user's absolute tolerance stays a Python scalar: turning
-    it into a CUDA tensor would be a blocking host-to-device copy.
+    The op's one float argument encodes three cases: NaN — the default rule
+    (:func:`eigprec.eig.core.cluster_breaks`); ≥ 0 — that absolute tolerance; < 0 —
+    ``-cluster_tol · max|λ|`` per matrix (the relative tolerance ``cluster_rtol``). A user's
+    absolute tolerance stays a Python scalar: turning it into a CUDA tensor would be a
+    blocking host-to-device copy.
     """
     if math.isnan(cluster_tol):
-        return default_cluster_tol(w, w.shape[-1])[..., None]
+        return None
     if cluster_tol < 0:
         return -cluster_tol * w.abs().amax(dim=-1, keepdim=True)
     return cluster_tol
 
 
-def _value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
-    """λ_k only: the no-grad path never forms eigenvectors."""
+def _mean_weights(A: Tensor, w: Tensor, V: Tensor, k: int, lower: bool, cluster_tol: float):
+    """The weights of U Uᵀ / r (:func:`eigprec.eig.core.cluster_weights`) for the op's tolerance."""
+    return cluster_weights(w, V, k, A if lower else A.mT, _tolerance(w, cluster_tol))
+
+
+def value_impl(A: Tensor, k: int, lower: bool, backend: str, method: str) -> Tensor:
+    """λ_k only: the no-grad path forms no eigenvectors, except where they give the value.
+
+    ``"eigh"`` takes the value from the solver that computes eigenvectors, as with a gradient:
+    torch's eigenvalue-only solver is less accurate in float32 (1e-6 against 4e-7 of max|λ|
+    at n = 32; issue 49), and a value should not change with ``requires_grad``.
+    """
+    if method == "subset" and A.device.type == "cpu":
+        screened = lapack.kth_eigenpair(A, k, lower, vectors=False, screen=True)
+        if screened is not None:
+            return screened[0]
     A_clean, bad = _sanitise(A, lower)
     if method == "subset":
         lam = lapack.kth_eigenpair(A_clean, k, lower, vectors=False)[0]
+    elif method == "eigh":
+        lam = _eigh(A_clean, lower, backend)[0][..., k].clone()
     else:
         lam = _eigvalsh(A_clean, lower, backend)[..., k].clone()
     return _nan_where(bad, lam, 0)
 
 
-value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())(_value_impl)
+value_op = torch.library.custom_op("eigprec::kth_eigvalsh_value", mutates_args=())(value_impl)
 
 
 @value_op.register_fake
@@ -122,21 +154,83 @@ def factor_impl(
     steps: int,
 ) -> tuple[Tensor, Tensor]:
     """λ_k and a factor F with F Fᵀ the chosen element of ∂λ_k (``cluster_tol``: see _tolerance)."""
+    return factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=False)
+
+
+def factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, *, compact: bool):
+    """λ_k and F (:func:`factor_impl`); ``compact``: ``"mean"``'s F keeps only its clusters'
+    columns on the CPU (eager autograd; the op's fake kernel promises n columns)."""
+    if method == "subset" and A.device.type == "cpu":  # finite batches: no torch-level screen
+        screened = lapack.kth_eigenpair(A, k, lower, vectors=True, screen=True)
+        if screened is not None:
+            return screened[0], screened[1][..., None]  # type: ignore[index]
     A_clean, bad = _sanitise(A, lower)
     # [show:methods]
     if method == "subset":  # one eigenpair from LAPACK's subset driver (CPU)
         lam, q = lapack.kth_eigenpair(A_clean, k, lower, vectors=True)
         F = q[..., None]
-    elif method == "inverse_iteration":  # all eigenvalues, then one eigenvector
-        lam = _eigvalsh(A_clean, lower, backend)[..., k]
-        F = inverse_iteration.eigenvector(A_clean, lam, lower, steps)[..., None]
+    elif method == "inverse_iteration":  # all eigenvalues, then one eigenpair
+        shift = _eigvalsh(A_clean, lower, backend)[..., k]
+        lam, q = inverse_iteration.eigenpair(A_clean, shift, lower, steps)
+        F = q[..., None]
     # [/show:methods]
     else:
         w, V = _eigh(A_clean, lower, backend)
         lam = w[..., k]
-        tol = None if subgradient == "eigenvector" else _tolerance(w, cluster_tol)
-        F = clarke_factor(w, V, k, subgradient, tol)
+        if subgradient == "eigenvector":
+            F = clarke_factor(w, V, k, subgradient)
+        elif compact and A.device.type == "cpu" and isolated(w, k, cluster_tol):
+            F = V[..., :, k : k + 1]  # a cluster of one everywhere: U Uᵀ / r = q qᵀ
+        else:  # U Uᵀ / r, as core.clarke_factor, with the op's encoding of the tolerance
+            weights = _mean_weights(A_clean, w, V, k, lower, cluster_tol)
+            # (below n = 32 the n³ product costs less than finding the columns)
+            if compact and A.device.type == "cpu" and A.shape[-1] >= 32:
+                F = _cluster_columns(V, weights)
+            else:
+                F = V * weights.sqrt()[..., None, :]
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
+
+
+def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
+    """Whether λ_k is a cluster of one in every batch entry, from the computed gaps beside it.
+
+    The default rule breaks wherever the computed gap exceeds the plain tolerance, whatever
+    the refined gap (:func:`eigprec.eig.core.cluster_breaks`); a user's tolerance is
+    compared with computed gaps alone. Asks the host: CPU only. A small batch is read into
+    Python (``tolist``, no operator): beside a small ``eigh`` each operator costs a few %.
+    """
+    n = w.shape[-1]
+    if math.isnan(cluster_tol) and w.dim() <= 2 and w.numel() <= 128:
+        scale = tolerance_scale(w, refined=False)
+        for row in w.tolist() if w.dim() == 2 else [w.tolist()]:
+            tol = scale * max(map(abs, row))
+            if (k > 0 and row[k] - row[k - 1] <= tol) or (k + 1 < n and row[k + 1] - row[k] <= tol):
+                return False
+        return True
+    tol = _tolerance(w, cluster_tol)
+    if tol is None:
+        tol = default_tolerance(w, refined=False)[..., None]
+    lo, hi = max(k - 1, 0), min(k + 2, n)
+    near = w[..., lo:hi]
+    return bool((near[..., 1:] - near[..., :-1] > tol).all()) if hi - lo > 1 else True
+
+
+def _cluster_columns(V: Tensor, weights: Tensor) -> Tensor:
+    """``(..., n, R)`` columns of ``V`` scaled by √weights, R the largest cluster in the batch.
+
+    The same F Fᵀ as ``V · diag(√weights)`` (a cluster is a run of consecutive columns), with
+    R columns instead of n: the backward pass's product costs n² R instead of n³, and with
+    R = 1 it is the eigenvector's exact outer product. Asks the host for R: CPU only.
+    """
+    inside = weights > 0
+    r = inside.sum(dim=-1, keepdim=True)
+    width = int(r.max()) if r.numel() else 1
+    offsets = torch.arange(width, device=V.device)
+    first = inside.to(torch.int8).argmax(dim=-1, keepdim=True)
+    index = (first + offsets).clamp_max(V.shape[-1] - 1)
+    columns = V.gather(-1, index[..., None, :].expand(*V.shape[:-1], width))
+    scale = torch.where(offsets < r, weights.gather(-1, index), weights.new_zeros(()))
+    return columns * scale.sqrt()[..., None, :]
 
 
 factor_op = torch.library.custom_op("eigprec::kth_eigvalsh_factor", mutates_args=())(factor_impl)
@@ -218,9 +312,8 @@ def _weights_and_basis(A: Tensor, k: int, lower: bool, subgradient: str, cluster
     if subgradient == "eigenvector":
         omega = torch.zeros_like(w.detach())
         omega[..., k] = 1.0
-    else:
-        wd = w.detach()
-        omega = cluster_weights(wd, k, _tolerance(wd, cluster_tol))
+    else:  # the same clusters as the forward pass
+        omega = _mean_weights(A_clean.detach(), w.detach(), V.detach(), k, lower, cluster_tol)
     return w, V, omega, bad
 
 
@@ -289,14 +382,18 @@ class KthGradient(torch.autograd.Function):
 class KthEigvalsh(torch.autograd.Function):
     """(A, k, …) ↦ (λ_k, F): the eager autograd of :func:`factor_op`, transform-aware.
 
-    Backward: grad_lam · F Fᵀ through :class:`KthGradient` (so it can be differentiated
-    again). Forward derivative: ⟨F Fᵀ, Ȧ⟩, the directional derivative of λ_k at a simple
-    eigenvalue and, at a tie, ⟨G, Ȧ⟩ for the same element G the backward returns.
+    Backward: grad_lam · F Fᵀ, through :class:`KthGradient` where it will be differentiated
+    again (``create_graph=True``, ``torch.func``). Forward derivative: ⟨F Fᵀ, Ȧ⟩, the
+    directional derivative of λ_k at a simple eigenvalue and, at a tie, ⟨G, Ȧ⟩ for the same
+    element G the backward returns.
     """
 
     @staticmethod
     def forward(A, k, lower, backend, method, subgradient, cluster_tol, steps):
-        return factor_op(A, k, lower, backend, method, subgradient, cluster_tol, steps)
+        if torch._C._are_functorch_transforms_active():
+            return factor_op(A, k, lower, backend, method, subgradient, cluster_tol, steps)
+        # Eager: the implementation itself, without the custom op's dispatch (issue 49).
+        return factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, compact=True)
 
     @staticmethod
     def vmap(info, in_dims, A, *args):
@@ -311,17 +408,36 @@ class KthEigvalsh(torch.autograd.Function):
         A, k, lower, _, _, subgradient, cluster_tol, _ = inputs
         _, F = output
         ctx.mark_non_differentiable(F)
-        ctx.save_for_backward(A, F)
+        ctx.save_for_backward(F)
         ctx.save_for_forward(F)
+        # A serves second derivatives only. Kept outside save_for_backward, whose version check
+        # would fail a first-order backward after an in-place edit of A, which
+        # torch.linalg.eigvalsh survives (it saves its outputs); a second derivative checks
+        # the version itself.
+        ctx.A, ctx.A_version = A, A._version
         ctx.args = (k, lower, subgradient, cluster_tol)
 
     @staticmethod
     def backward(ctx, grad_lam, grad_F):
-        A, F = ctx.saved_tensors
-        grad_A = KthGradient.apply(A, F, grad_lam, *ctx.args)
+        (F,) = ctx.saved_tensors
+        if not torch.is_grad_enabled():  # first order: nothing will differentiate this
+            return clarke_gradient(F, grad_lam), None, None, None, None, None, None, None
+        if ctx.A._version != ctx.A_version:
+            raise RuntimeError(
+                "kth_eigvalsh: A was modified in place after the call; first derivatives "
+                "survive that, second derivatives (create_graph=True, torch.func) need A as "
+                "it was: clone it before the in-place edit"
+            )
+        grad_A = KthGradient.apply(ctx.A, F, grad_lam, *ctx.args)
         return grad_A, None, None, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, A_t, *_):
         (F,) = ctx.saved_tensors
         return ((A_t @ F) * F).sum(dim=(-2, -1)), None
+
+
+#: ``autograd.Function.apply`` without its per-call ``inspect.signature`` binding (it binds
+#: to fill in defaults, and KthEigvalsh.forward has none): for eager calls outside torch.func
+#: transforms with every argument given. Inside transforms the full ``apply`` runs.
+apply_eager = super(torch.autograd.Function, KthEigvalsh).apply

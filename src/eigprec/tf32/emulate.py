@@ -422,14 +422,12 @@ def emulate_tf32(
     convolutions and RNNs follow cuDNN's switches (TF32 by default even at 'highest'). As on
     a GPU, matrix-vector products, ``vector @ matrix`` and the derivative formulas torch runs
     under ``NoTF32Guard`` stay float32. Products it cannot reach (fused attention and
-    transformer paths, fused RNNs, GPU solves) and complex64 products (not measured on a GPU
-    yet) run unchanged with a :class:`NotEmulatedWarning`, once per operator and block; a
-    backward run after the block warns (:class:`BackwardAfterExitWarning`). Settings are
-    read at each call, in the entering thread (in full: the API page, "decided behaviour").
-
-    While an emulated product runs on the CPU, oneDNN's process-wide float32 setting is held
-    at ``'ieee'`` (other threads then run theirs in IEEE float32 too); as a decorator it
-    steps generator and ``async def`` bodies (both: the API page, "decided behaviour").
+    transformer paths, fused RNNs, GPU solves, complex64) run unchanged with a
+    :class:`NotEmulatedWarning`, once per operator and block; a backward run after the block
+    warns (:class:`BackwardAfterExitWarning`). While an emulated product runs on the CPU,
+    oneDNN's process-wide float32 setting is held at ``'ieee'``: other threads then run
+    theirs in IEEE float32 too. In full (threads, decorators, settings read at each call):
+    the API page, "decided behaviour".
 
     Args:
         rounding: ``"rna"`` (ties away, as observed on Ampere), ``"rne"`` (ties to even, as
@@ -440,9 +438,6 @@ def emulate_tf32(
         gpu: ``"hopper"``: ties to even, and the small batched products and convolutions the
             book's H200 kept in float32 stay float32; ``"ampere"``: ties away; None: all
             products the switches allow are rounded, an upper bound at small sizes.
-
-    Yields:
-        None.
 
     Raises:
         ValueError: for an unknown ``rounding`` or ``gpu``.

@@ -26,6 +26,8 @@ import torch
 
 __all__ = [
     "DECOMPOSABLE",
+    "FUSED_ATTENTION",
+    "ONEDNN_RNN",
     "OPAQUE",
     "SOLVES",
     "SOLVE_EFFECT",
@@ -117,6 +119,14 @@ OPAQUE: dict[Any, str] = {
 # The solves above change under TF32 only for float32 (and complex64) operands, and not
 # inside the derivative formulas torch runs under NoTF32Guard.
 SOLVES = frozenset(op for op, note in OPAQUE.items() if note is _SOLVES)
+# Fused attention and the transformer fast path; oneDNN's LSTM kernel (the CPU's only fused
+# RNN): the operators eigprec.audit's --unfuse replaces by visible products.
+FUSED_ATTENTION = frozenset(op for op, note in OPAQUE.items() if note in (_ATTENTION, _FASTPATH))
+ONEDNN_RNN = frozenset(
+    op
+    for op in (getattr(_aten, n, None) for n in ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"))
+    if op is not None
+)
 
 
 def tf32_applies(packet: Any, args: tuple[Any, ...]) -> bool:

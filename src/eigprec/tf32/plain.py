@@ -20,6 +20,7 @@ Two kinds, measured (issue 34):
 from __future__ import annotations
 
 import contextvars
+import functools
 from typing import Any
 
 import torch
@@ -30,6 +31,7 @@ __all__ = [
     "IN_VECTOR_PRODUCT",
     "PlainCalls",
     "TF32Mode",
+    "dynamo_off",
     "run_plain",
     "vector_product",
     "wants_plain",
@@ -42,7 +44,55 @@ IN_VECTOR_PRODUCT: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 class TF32Mode:
-    """Marks this package's TF32 dispatch modes (emulator, audit, attribution)."""
+    """Marks this package's TF32 dispatch modes (emulator, audit, attribution).
+
+    torch wraps a dispatch mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` (so
+    that Dynamo never traces a mode's frames while compiled code runs through it), a wrapper
+    that imports ``torch._dynamo`` at the first operator: seconds of start-up for a script
+    that never compiles. Subclasses get the same guard from :func:`dynamo_off` instead,
+    which needs only torch's C hook (and falls back to torch's wrapper without it).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        raw = cls.__dict__.get("__torch_dispatch__")
+        if callable(raw) and _set_eval_frame is not None:
+            cls.__torch_dispatch__ = dynamo_off(getattr(raw, "__wrapped__", raw))
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # (torch's own wrapper only where ours is unavailable)
+        return _set_eval_frame is None
+
+
+try:  # Dynamo's frame hook and per-code strategies, in C (no torch._dynamo import)
+    from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy
+    from torch._C._dynamo.eval_frame import set_code_exec_strategy as _set_code_exec_strategy
+    from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
+except ImportError:  # pragma: no cover (another torch: its own wrapper then)
+    _set_eval_frame = None
+
+
+def dynamo_off(fn: Any) -> Any:
+    """``fn`` with Dynamo's frame hook off while it runs: no frame under it is compiled.
+
+    What ``torch._dynamo.disable`` does for a dispatch mode, without importing
+    ``torch._dynamo``: the hook is cleared on entry and put back on exit, and the wrapper's
+    own frame is marked for Dynamo to skip (as torch marks its own wrapper's).
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        prior = _set_eval_frame(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _set_eval_frame(prior)
+
+    _set_code_exec_strategy(
+        run.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
+    )
+    return run
 
 
 _VALUES = frozenset(

@@ -435,16 +435,16 @@ def tolerance_check(
     k: int = 50,
     seed: int = 0,
 ) -> list[dict[str, float]]:
-    """Does ``"mean"`` merge float32 eigenvalues that are distinct? Default vs former tolerance.
+    """Does ``"mean"`` merge float32 eigenvalues that are distinct? Default vs former rule.
 
     Matrices Q diag(λ) Qᵀ (Haar Q, λ evenly spaced on [−1, 1] so max|λ| = 1) whose λ_k has a
     neighbour at a relative gap ``gap``; λ_k is differentiable there, with gradient q qᵀ. For
     each gap: the largest error (Frobenius norm, against the float64 gradient) of the float32
-    ``"mean"`` gradient with the library's default tolerance
-    (:func:`eigprec.default_cluster_tol`) and with the former default 8·eps·√n·max|λ|; for
-    scale, that of the solver's own float32 q qᵀ (``"eigenvector"`` with ``method="eigh"``,
-    the decomposition ``"mean"`` uses); and the solver's largest float32 eigenvalue error on
-    the batch.
+    ``"mean"`` gradient with the library's default rule (:func:`eigprec.default_cluster_tol`)
+    and with the former default, min(3·√max(n, 16), 20)·eps·max|λ| on computed gaps (issue
+    33; 20 eps from n = 45); for scale, that of the solver's own float32 q qᵀ
+    (``"eigenvector"`` with ``method="eigh"``, the decomposition ``"mean"`` uses); how many
+    matrices each rule kept apart; and the solver's largest float32 eigenvalue error.
 
     Args:
         n: matrix size.
@@ -455,15 +455,18 @@ def tolerance_check(
 
     Returns:
         One row per gap: ``gap``, ``tol_default``, ``tol_former`` (relative to max|λ|),
-        ``solver_err`` (max |λ32 − λ64|), ``err_default``, ``err_former``, ``err_solver``.
+        ``solver_err`` (max |λ32 − λ64|), ``err_default``, ``err_former``, ``err_solver``,
+        ``apart_default``, ``apart_former`` (matrices whose ``"mean"`` gradient is the
+        solver's q qᵀ) and ``batch``.
 
     Example:
         >>> r = tolerance_check(n=20, gaps=(1e-3,), batch=4, k=10)
-        >>> r[0]["err_default"] < 1e-3
-        True
+        >>> r[0]["err_default"] < 1e-3, r[0]["apart_default"]
+        (True, 4)
     """
     g = torch.Generator().manual_seed(seed)
     eps = torch.finfo(torch.float32).eps
+    former = min(3 * math.sqrt(max(n, 16)), 20) * eps
     rows = []
     for gap in gaps:
         Q, _ = torch.linalg.qr(torch.randn(batch, n, n, generator=g, dtype=torch.float64))
@@ -473,12 +476,13 @@ def tolerance_check(
         A64 = (A64 + A64.mT) / 2
         A32 = A64.float()
         exact = _grad(A64, k)
-        errs = {}
-        for name, tol in (("default", None), ("former", 8 * eps * math.sqrt(n))):
-            G = _grad(A32, k, subgradient="mean", cluster_tol=tol).double()
-            errs[name] = float(torch.linalg.matrix_norm(G - exact).max())
-        G = _grad(A32, k, method="eigh").double()
-        errs["solver"] = float(torch.linalg.matrix_norm(G - exact).max())
+        G_solver = _grad(A32, k, method="eigh")
+        errs, apart = {}, {}
+        for name, rtol in (("default", None), ("former", former)):
+            G = _grad(A32, k, subgradient="mean", cluster_rtol=rtol)
+            errs[name] = float(torch.linalg.matrix_norm(G.double() - exact).max())
+            apart[name] = int((G == G_solver).flatten(-2).all(-1).sum())
+        errs["solver"] = float(torch.linalg.matrix_norm(G_solver.double() - exact).max())
         solver_err = float(
             (torch.linalg.eigvalsh(A32).double() - torch.linalg.eigvalsh(A64)).abs().max()
         )
@@ -486,11 +490,14 @@ def tolerance_check(
             {
                 "gap": gap,
                 "tol_default": float(default_cluster_tol(torch.ones(n), n)),
-                "tol_former": 8 * eps * math.sqrt(n),
+                "tol_former": former,
                 "solver_err": solver_err,
                 "err_default": errs["default"],
                 "err_former": errs["former"],
                 "err_solver": errs["solver"],
+                "apart_default": apart["default"],
+                "apart_former": apart["former"],
+                "batch": batch,
             }
         )
     return rows

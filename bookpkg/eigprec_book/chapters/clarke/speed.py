@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import random
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,12 +20,24 @@ from eigprec.timing import perf_counter_clock, time_side_by_side
 from eigprec_book.chapters.clarke.experiments import _grad
 
 __all__ = [
+    "THIN_GRID",
     "cpu_method_costs",
     "inverse_iteration_tradeoff",
+    "recorded_backends",
     "recorded_gpu_summary",
     "stream_race_demo",
+    "thin_path_ratios",
     "thread_time_clock",
 ]
+
+#: (batch, n) of issue 49's targets: kth_eigvalsh no slower than torch.linalg at any of them.
+THIN_GRID = ((1, 8), (64, 8), (1, 32), (2000, 45), (500, 100), (64, 256), (8, 1024))
+#: Ratios the thin-path grid reports: name → (numerator, denominator).
+THIN_RATIOS = {
+    "forward": ("kth", "eigvalsh"),
+    "train": ("kth+backward", "eigh+backward"),
+    "mean": ("mean+backward", "eigh+backward"),
+}
 
 
 def thread_time_clock(fn: Callable[[], object]) -> float:
@@ -342,12 +356,16 @@ def cpu_method_costs(
         torch.set_num_threads(previous)
 
 
-def recorded_gpu_summary(record: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The headline case of a GPU recording (``python -m eigprec_book.record eig``), one row per
-    ``kth_eigvalsh`` backend, each against ``torch.linalg`` of the recorded torch.
+def recorded_gpu_summary(
+    record: dict[str, Any] | None, small_n: tuple[int, ...] = ()
+) -> list[dict[str, Any]]:
+    """The headline case of a GPU recording (``python -m eigprec_book.record eig``) and its
+    small-n rows, one row per shape and ``kth_eigvalsh`` backend, each against
+    ``torch.linalg`` of the recorded torch.
 
     Args:
         record: a loaded ``eig_gpu`` record, or None.
+        small_n: matrix sizes whose rows (every batch) follow the headline's.
 
     Returns:
         Rows with ``backend``, ``n``, ``batch``, ``torch`` (the recorded torch version),
@@ -362,25 +380,193 @@ def recorded_gpu_summary(record: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not record:
         return []
     head = record.get("headline") or {}
-    row = next(
-        (
-            r
-            for r in record.get("grid", [])
-            if (r["n"], r["batch"]) == (head.get("n"), head.get("batch"))
-        ),
-        None,
-    )
+    grid = record.get("grid", [])
+    shape = (head.get("n"), head.get("batch"))
+    row = next((r for r in grid if (r["n"], r["batch"]) == shape), None)
     if row is None:
         return []
+    small = sorted((r for r in grid if r["n"] in small_n and r is not row), key=lambda r: r["n"])
+    rows = [row, *small]
     version = record.get("provenance", {}).get("torch", "?")
     return [
         {
             "backend": b,
-            "n": row["n"],
-            "batch": row["batch"],
+            "n": r["n"],
+            "batch": r["batch"],
             "torch": version,
-            "fwd ×": row["forward_speedup"][b],
-            "train ×": row["train_speedup"][f"{b}/eigenvector"],
+            "fwd ×": r["forward_speedup"][b],
+            "train ×": r["train_speedup"][f"{b}/eigenvector"],
         }
-        for b in row["forward_speedup"]
+        for r in rows
+        for b in r["forward_speedup"]
     ]
+
+
+def recorded_backends(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per shape of the H200 record (``book/data/kth_h200_2026-11-26.json``): CuPy against torch.
+
+    Args:
+        record: the loaded record, or None.
+
+    Returns:
+        Rows with ``batch``, ``n``, ``speed-up`` (``torch.linalg.eigvalsh`` time ÷ CuPy's
+        ``kth_eigvalsh`` forward time), ``CuPy error`` and ``torch error`` (the k-th value's,
+        relative to ‖A‖₂, k = n // 3); empty without a record.
+
+    Example:
+        >>> recorded_backends(None)
+        []
+    """
+    if not record:
+        return []
+    rows = []
+    for key, r in record["results"].items():
+        if not key.startswith("b"):
+            continue
+        batch, n = (int(part[1:]) for part in key.split("_"))
+        rows.append(
+            {
+                "batch": batch,
+                "n": n,
+                "speed-up": r["torch_eigvalsh_s"] / r["cupy_fwd_s"],
+                "CuPy error": r["cupy_maxrelerr"],
+                "torch error": r["torch_maxrelerr"],
+            }
+        )
+    return rows
+
+
+def _thin_candidates(A: torch.Tensor, k: int) -> dict[str, Callable[[], None]]:
+    def eigvalsh() -> None:
+        torch.linalg.eigvalsh(A)[..., k]
+
+    def kth() -> None:
+        kth_eigvalsh(A, k)
+
+    def eigh_backward() -> None:
+        X = A.detach().requires_grad_(True)
+        torch.linalg.eigh(X).eigenvalues[..., k].sum().backward()
+
+    def train(**kw: Any) -> Callable[[], None]:
+        def run() -> None:
+            X = A.detach().requires_grad_(True)
+            kth_eigvalsh(X, k, **kw).sum().backward()
+
+        return run
+
+    return {
+        "eigvalsh": eigvalsh,
+        "kth": kth,
+        "eigh+backward": eigh_backward,
+        "kth+backward": train(),
+        "mean+backward": train(subgradient="mean"),
+    }
+
+
+def _repeated(fn: Callable[[], None], reps: int) -> Callable[[], None]:
+    def run() -> None:
+        for _ in range(reps):
+            fn()
+
+    return run
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")  # within the data's range
+    return q[1], q[0], q[2]
+
+
+def thin_path_ratios(
+    grid: tuple[tuple[int, int], ...] = THIN_GRID,
+    *,
+    clock: Callable[[Callable[[], object]], float] = thread_time_clock,
+    device: str = "cpu",
+    rounds: int = 15,
+    min_rounds: int = 3,
+    unit_s: float = 0.005,
+    budget_s: float = 60.0,
+    k: int = -1,
+    seed: int = 0,
+    deadline: float | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """``kth_eigvalsh`` against ``torch.linalg`` per (batch, n), measured side by side.
+
+    At each shape, random symmetric float32 matrices; five candidates — ``torch.linalg.eigvalsh``
+    and ``kth_eigvalsh`` (values, no gradient), ``torch.linalg.eigh`` + backward and
+    ``kth_eigvalsh`` + backward with each subgradient — timed in rounds, each round every
+    candidate once in a shuffled order. A call shorter than ``unit_s`` is repeated within one
+    timing so that the clock's resolution and per-call noise matter less. The ratios
+    (:data:`THIN_RATIOS`) are medians over rounds of the two candidates' times in the same
+    round, with their quartiles: a slow spell of a shared machine cancels out.
+
+    Args:
+        grid: ``(batch, n)`` shapes, measured in this order.
+        clock: how one timing is taken (:func:`thread_time_clock`: one CPU thread;
+            ``eigprec.timing.cuda_event_clock`` on a GPU).
+        device: where the matrices live.
+        rounds: most rounds per shape.
+        min_rounds: rounds per shape even past its share of ``budget_s``.
+        unit_s: shortest timing; faster calls are repeated within one.
+        budget_s: seconds per shape after which no new round starts (past ``min_rounds``).
+        k: eigenvalue index.
+        seed: seed of the matrices and of the shuffles.
+        deadline: ``time.monotonic()`` after which no new shape starts.
+
+    Returns:
+        ``(rows, skipped)``: per shape ``batch``, ``n``, ``rounds``, ``calls`` per timing,
+        ``seconds`` (median per call, per candidate) and, per ratio name, ``{"median",
+        "lo", "hi"}``; and the shapes left out for time.
+
+    Example:
+        >>> rows, _ = thin_path_ratios(((2, 6),), rounds=2, min_rounds=1, unit_s=1e-4)
+        >>> sorted(rows[0]["ratios"])
+        ['forward', 'mean', 'train']
+    """
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for batch, n in grid:
+        if deadline is not None and time.monotonic() > deadline:
+            skipped.append({"what": f"thin-path grid {batch}x{n}", "why": "time budget spent"})
+            continue
+        g = torch.Generator().manual_seed(seed)
+        B = torch.randn(batch, n, n, generator=g)
+        A = ((B + B.mT) / 2).to(device)
+        fns = _thin_candidates(A, k)
+        calls = {}
+        for name, fn in fns.items():  # warm-up, which also sizes the repeats
+            fn()
+            calls[name] = max(1, math.ceil(unit_s / max(clock(fn), 1e-9)))
+        reps = max(calls.values())
+
+        timed = {name: _repeated(fn, reps) for name, fn in fns.items()}
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        start = time.monotonic()
+        while len(samples["kth"]) < rounds:
+            if len(samples["kth"]) >= min_rounds and time.monotonic() - start > budget_s:
+                break
+            order = list(timed)
+            rng.shuffle(order)
+            for name in order:
+                samples[name].append(clock(timed[name]) / reps)
+        ratios = {}
+        for label, (num, den) in THIN_RATIOS.items():
+            per_round = [a / b for a, b in zip(samples[num], samples[den], strict=True)]
+            mid, lo, hi = _quartiles(per_round)
+            ratios[label] = {"median": mid, "lo": lo, "hi": hi}
+        rows.append(
+            {
+                "batch": batch,
+                "n": n,
+                "rounds": len(samples["kth"]),
+                "calls": reps,
+                "seconds": {name: statistics.median(v) for name, v in samples.items()},
+                "ratios": ratios,
+            }
+        )
+        del A, B, fns, timed
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return rows, skipped

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from eigprec.eig import default_cluster_tol, kth_eigvalsh
+from eigprec.eig.core import default_tolerance
 from eigprec_book.chapters.clarke.regression import (
     SpectralRegressor,
     _split,
@@ -166,8 +167,9 @@ def gaps_at_k(model: SpectralRegressor, X: Tensor) -> dict[str, Tensor]:
         X: (N, F) standardised inputs.
 
     Returns:
-        dict with ``gap`` (N,), on the CPU, and ``tol``: the default ``"mean"`` tolerance
-        8·eps·√n relative to max|λ| (float32), the width below which ``"mean"`` averages.
+        dict with ``gap`` (N,), on the CPU, and ``tol``: the default ``"mean"`` tolerance next
+        to λ_k relative to max|λ| (float32: 2 eps on refined gaps, which follow the true ones
+        within 0.1 eps), the width below which ``"mean"`` averages.
 
     Example:
         >>> m = SpectralRegressor(3, 4, generator=torch.Generator().manual_seed(0))
@@ -284,9 +286,10 @@ def train_symmetric_start(
 
     Returns:
         dict with ``subgradient``, ``test_rmse``, ``linear`` (least squares on the same split),
-        ``tied_fraction`` (test rows whose λ_k still has another eigenvalue within the default
-        tolerance), ``distinct`` (median number of distinct eigenvalues per test matrix, same
-        tolerance) and ``offdiag`` (largest off-diagonal entry of any Sᵢ).
+        ``tied_fraction`` (test rows whose λ_k still has another computed eigenvalue within
+        the default tolerance on computed gaps, min(3·√max(n, 16), 20)·eps·max|λ|),
+        ``distinct`` (median number of distinct eigenvalues per test matrix, same tolerance)
+        and ``offdiag`` (largest off-diagonal entry of any Sᵢ).
 
     Example:
         >>> from eigprec_book.chapters.clarke.regression import synthetic_housing
@@ -312,7 +315,7 @@ def train_symmetric_start(
         test_rmse = float((model(Xte) - yte).square().mean().sqrt())
         M = model.matrices(Xte)
         w = torch.linalg.eigvalsh(M)
-        tol = default_cluster_tol(w, n)[:, None]
+        tol = default_tolerance(w, refined=False)[:, None]  # computed gaps
         near = (w - w[:, model.k : model.k + 1]).abs() <= tol
         tied = near.sum(-1) > 1
         distinct = 1 + (w.diff(dim=-1) > tol).sum(-1)

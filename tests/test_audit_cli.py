@@ -212,6 +212,8 @@ def marker_script(tmp_path):
         (["--depth", "0"], "--depth must be >= 1"),
         (["--rounding", "rn"], "argument --rounding: invalid choice: 'rn'"),
         (["--precision", "highest"], "argument --precision: invalid choice: 'highest'"),
+        (["--gpu", "volta"], "argument --gpu: invalid choice: 'volta'"),
+        (["--gpu", "Hopper"], "argument --gpu: invalid choice: 'Hopper'"),
         (["--skip", ""], "--skip needs a module name"),
         (["--skip", "a b"], "--skip needs a module name"),
         (["--json", "{tmp}/no/such/folder/a.json"], "--json {tmp}/no/such/folder/a.json: not a"),

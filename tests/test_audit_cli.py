@@ -130,8 +130,6 @@ def test_a_script_that_raises_keeps_its_traceback_and_status_and_gets_its_report
 
 MODULE = """\
 import os
-import re
-import shlex
 import sys
 import torch
 

@@ -11,6 +11,8 @@ import contextlib
 import io
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +214,8 @@ def marker_script(tmp_path):
         (["--depth", "0"], "--depth must be >= 1"),
         (["--rounding", "rn"], "argument --rounding: invalid choice: 'rn'"),
         (["--precision", "highest"], "argument --precision: invalid choice: 'highest'"),
+        (["--gpu", "volta"], "argument --gpu: invalid choice: 'volta'"),
+        (["--gpu", "Hopper"], "argument --gpu: invalid choice: 'Hopper'"),
         (["--skip", ""], "--skip needs a module name"),
         (["--skip", "a b"], "--skip needs a module name"),
         (["--json", "{tmp}/no/such/folder/a.json"], "--json {tmp}/no/such/folder/a.json: not a"),
@@ -262,3 +266,24 @@ def test_counts_must_be_positive_integers(flag, value):
     with pytest.raises(SystemExit) as exit_, contextlib.redirect_stderr(err):
         main([flag, value, "s.py"])
     assert exit_.value.code == 2 and f"argument {flag}: " in err.getvalue()
+
+
+def test_the_tf32_chapters_audit_section_shows_the_command_line_and_links_its_options():
+    # The section a reader opens to audit their own code shows the command they run
+    # (options the parser accepts, nothing executed) and links the page listing every option.
+    from eigprec.audit.cli import _parser, _split
+
+    page = (ROOT / "book" / "tf32.md").read_text(encoding="utf-8")
+    start = page.index("(tf32-audit)=")
+    section = page[start : page.index("\n(tf32-", start + 1)]
+    blocks = re.findall(r"^```bash\n(.*?)^```", section, flags=re.S | re.M)
+    commands = [line for b in blocks for line in b.splitlines() if "eigprec.audit" in line]
+    assert commands, "a ```bash block with python -m eigprec.audit in the audit section"
+    parser = _parser()
+    for command in commands:
+        words = shlex.split(command)
+        assert words[:3] == ["python", "-m", "eigprec.audit"], command
+        head, tail = _split(parser, words[3:])
+        parser.parse_args([*head, "--", tail[0]])  # exits (status 2) on a bad option
+    assert "{ref}`api-audit-cli`" in section
+    assert "(api-audit-cli)=" in (ROOT / "book" / "api.md").read_text(encoding="utf-8")

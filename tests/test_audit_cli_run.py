@@ -424,6 +424,63 @@ def test_the_rounding_named_in_the_environment_is_the_audits_default(tmp_path, c
     assert "EIGPREC_TF32_ROUNDING: " in capsys.readouterr().err
 
 
+# Two products under 'high': a two-row one, which a Hopper GPU rounds, and a one-row one,
+# which it keeps in float32 (eigprec.tf32.gpus). 1 + 2**-11 and 1 + 3 * 2**-11 are TF32 ties.
+GPU_SCRIPT = """\
+import torch
+torch.set_float32_matmul_precision("high")
+col = torch.tensor([[1 + 2**-11], [1 + 3 * 2**-11]])
+print((col @ torch.ones(1, 1)).flatten().tolist())
+print((torch.ones(1, 2) @ col).item())
+"""
+
+
+def test_gpu_models_that_gpus_tie_rule_and_what_it_keeps_in_float32(tmp_path, capsys):
+    status, out, err, found = _audit(tmp_path, capsys, GPU_SCRIPT, "--emulate", "--gpu", "hopper")
+    rows, row = out.splitlines()
+    # ties to even in the two-row product (rna would give 1 + 2**-10 first); the one-row
+    # product stays float32 under the emulator and is left out of the audit
+    assert status == 0 and json.loads(rows) == [1.0, 1 + 2**-9]
+    assert float(row) == 2 + 4 * 2**-11
+    assert found["options"]["gpu"] == "hopper" and found["options"]["rounding"] == "rne"
+    assert [(r["op"], r["shapes"][0]) for r in found["records"]] == [("mm", [2, 1])]
+    line = next(s for s in found["summary"] if s.startswith("GPU modelled: hopper"))
+    assert line in err and "ties to even" in line and "one-row mm" in line
+    # an explicit --rounding wins over the GPU's rule, as in tf32_audit(gpu=...)
+    status, out, err, found = _audit(
+        tmp_path, capsys, GPU_SCRIPT, "--emulate", "--gpu", "hopper", "--rounding", "rna"
+    )
+    assert json.loads(out.splitlines()[0]) == [1 + 2**-10, 1 + 2**-9]
+    assert found["options"]["rounding"] == "rna" and "GPU modelled: hopper" in err
+
+
+def test_gpu_ampere_rounds_ties_away_and_keeps_no_product_in_float32(tmp_path, capsys, monkeypatch):
+    # the GPU's rule beats the environment's default, as in tf32_audit(gpu=...)
+    monkeypatch.setenv("EIGPREC_TF32_ROUNDING", "rne")
+    status, out, err, found = _audit(tmp_path, capsys, GPU_SCRIPT, "--emulate", "--gpu", "ampere")
+    assert status == 0 and json.loads(out.splitlines()[0]) == [1 + 2**-10, 1 + 2**-9]
+    assert found["options"] == {**found["options"], "gpu": "ampere", "rounding": "rna"}
+    assert len(found["records"]) == 2 and "GPU modelled: ampere" in err
+    _, _, err, found = _audit(tmp_path, capsys, GPU_SCRIPT)
+    assert found["options"]["gpu"] is None and "GPU modelled" not in err
+
+
+def test_gpu_reaches_tf32_audit_and_the_emulator(tmp_path, capsys, monkeypatch):
+    import eigprec.audit.cli as cli
+
+    seen = []
+    for name in ("tf32_audit", "emulate_tf32"):
+        real = getattr(cli, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            seen.append((_name, kwargs.get("gpu")))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(cli, name, spy)
+    _audit(tmp_path, capsys, GPU_SCRIPT, "--emulate", "--gpu", "hopper")
+    assert sorted(seen) == [("emulate_tf32", "hopper"), ("tf32_audit", "hopper")]
+
+
 NEVER_TF32 = "import torch\nprint((torch.ones(2, 2) @ torch.ones(2, 2)).sum().item())\n"
 
 
@@ -451,6 +508,8 @@ def test_help_says_what_is_normal_what_to_do_and_every_exit_status(capsys):
         "by Ctrl-C (130), by SIGTERM (143)",
         "--unfuse",
         "--max-seconds S",
+        "--gpu {ampere,hopper}",
+        "hopper rne",
     ):
         assert words in text, words
 

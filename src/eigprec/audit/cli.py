@@ -26,10 +26,11 @@ from eigprec.audit.script import (
     warnings_at_user_lines,
 )
 from eigprec.audit.stops import Progress, StopRun, Terminated, watch
-from eigprec.audit.summary import Run, write_reports
+from eigprec.audit.summary import Run, kept_in_float32, write_reports
 from eigprec.audit.unfuse import unfused
 from eigprec.precision import matmul_precision
 from eigprec.tf32 import ROUNDINGS, emulate_tf32
+from eigprec.tf32.gpus import GPUS, profile
 from eigprec.tf32.rounding import ROUNDING_ENV, check_rounding
 
 __all__ = ["DEFAULT_SKIP", "main"]
@@ -98,6 +99,7 @@ examples:
   python -m eigprec.audit train.py --epochs 1
   python -m eigprec.audit --steps 3 --json audit.json -m mypackage.train --lr 0.1
   python -m eigprec.audit --max-seconds 60 --unfuse --markdown audit.md train.py
+  python -m eigprec.audit --gpu hopper --steps 20 train.py
   python -m eigprec.audit --emulate --precision high train.py -- --arg-of-the-script
 """
 
@@ -185,6 +187,16 @@ def _parser() -> argparse.ArgumentParser:
         "else rna",
     )
     parser.add_argument(
+        "--gpu",
+        choices=GPUS,
+        default=None,
+        help="model that TF32 GPU: its tie rule ("
+        + ", ".join(f"{name} {profile(name).rounding}" for name in GPUS)
+        + ") becomes the default --rounding, and the small products it ran in float32 ("
+        + "; ".join(f"{name}: {kept_in_float32(profile(name))}" for name in GPUS)
+        + ") are left out of the audit and of --emulate; default: every float32 product",
+    )
+    parser.add_argument(
         "--sample",
         type=_positive("--sample"),
         default=8,
@@ -270,6 +282,8 @@ def _check(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None
             parser.error(f"-m {options.target}: no module of that name")
     elif not os.path.exists(options.target):
         parser.error(f"can't open file {options.target!r}: no such file or directory")
+    if options.rounding is None and options.gpu is not None:
+        options.rounding = profile(options.gpu).rounding  # (before the environment's)
     try:
         options.rounding = check_rounding(options.rounding)
     except ValueError as error:
@@ -335,13 +349,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if options.emulate:
                     # The audit inside the emulator: its float32 and reference results then
                     # come from a clean run (see eigprec.audit's docstring).
-                    stack.enter_context(emulate_tf32(options.rounding))
+                    stack.enter_context(emulate_tf32(options.rounding, gpu=options.gpu))
                 report = stack.enter_context(
                     tf32_audit(
                         rounding=options.rounding,
                         skip=skip,
                         depth=options.depth,
                         sample=options.sample,
+                        gpu=options.gpu,
                     )
                 )
                 stack.enter_context(warnings_at_user_lines(skip))

@@ -22,8 +22,11 @@ from eigprec.audit.stops import Progress
 from eigprec.audit.unfuse import UNFUSED_OPS
 from eigprec.audit.verdict import site_verdict
 from eigprec.audit.writes import write_text
+from eigprec.tf32.gpus import GPUProfile, profile
 
-__all__ = ["Run", "write_reports"]
+__all__ = ["Run", "kept_in_float32", "write_reports"]
+
+_TIES = {"rna": "ties away from zero", "rne": "ties to even", "rz": "truncation"}
 
 
 @dataclass
@@ -59,6 +62,42 @@ def _header(options: argparse.Namespace, run: Run, progress: Progress, n: int) -
     elif run.exit_request is not None:
         ended += f"; the script exited with status {run.status}"
     return f"TF32 audit of {run.target}: {n} product sites, {ended}"
+
+
+def kept_in_float32(model: GPUProfile) -> str:
+    """The products a GPU's record kept in float32, in words (read from its profile).
+
+    Example:
+        >>> kept_in_float32(profile("hopper"))
+        'bmm/baddbmm up to 16, conv1d/conv2d/conv_transpose2d up to 16 channels, one-row mm'
+    """
+    parts = [f"bmm/baddbmm up to {model.batched_up_to}"] if model.batched_up_to else []
+    convs = [
+        (limit, f"{kind}{dims}d")
+        for kind, limits in (("conv", model.conv_up_to), ("conv_transpose", model.transposed_up_to))
+        for dims, limit in sorted(limits.items())
+    ]
+    for limit in sorted({limit for limit, _ in convs}):
+        names = "/".join(name for at, name in convs if at == limit)
+        parts.append(f"{names} up to {limit} channels")
+    if model.one_row:
+        parts.append("one-row mm")
+    return ", ".join(parts) or "none on record"
+
+
+def _gpu_line(options: argparse.Namespace) -> str:
+    model = profile(options.gpu)
+    rule = "its rule" if options.rounding == model.rounding else "--rounding"
+    kept = kept_in_float32(model)
+    left_out = (
+        "it kept no product in float32 on record: every product is audited"
+        if kept == "none on record"
+        else f"the products it kept in float32 ({kept}) are left out"
+    )
+    return (
+        f"GPU modelled: {model.name} (--gpu): operands rounded {options.rounding} "
+        f"({_TIES[options.rounding]}, {rule}); {left_out}"
+    )
 
 
 def _plural(n: int, noun: str) -> str:
@@ -140,6 +179,8 @@ def write_reports(
     stays the script's.
     """
     summary = [_header(options, run, progress, len(report)), report.verdict()]
+    if options.gpu is not None:
+        summary.append(_gpu_line(options))
     if len(report):
         summary.append(_tf32_line(report))
     notes = [f"Note: {note}." for note in _notes(options, run, progress, report)]
@@ -212,6 +253,7 @@ def _as_json(
             "emulate": options.emulate,
             "unfuse": options.unfuse,
             "rounding": options.rounding,
+            "gpu": options.gpu,
             "sample": options.sample,
             "depth": options.depth,
             "skip": list(skip),

@@ -3,7 +3,12 @@
 import math
 
 import pytest
-from eigprec_book.chapters.degeneracy.remedy_record import harm_count, jump_median, remedy_runs
+from eigprec_book.chapters.degeneracy.remedy_record import (
+    broken_count,
+    harm_count,
+    jump_median,
+    remedy_runs,
+)
 
 
 def _run(arm, seed, before, peak, *, start=10.0, seed_set=0, **extra):
@@ -72,3 +77,17 @@ def test_a_run_without_its_reference_is_refused():
     record = {"remedies": {"none": [_run("highest", 0, 1.0, 3.0)]}, "global clip": {}}
     with pytest.raises(KeyError):
         remedy_runs(record)
+
+
+def test_a_remedy_that_fails_before_the_spike_is_counted_broken_not_harmed():
+    # The EMA estimator's start-up failure: high before the spike, so no jump after it.
+    record = {
+        "remedies": {
+            "none": [_run("float64", 0, 2.0, 2.0)],
+            "EMA eigenvalues": [_run("float64", 0, 2.0, 2.0), _run("highest", 0, 9.0, 9.5)],
+        },
+        "global clip": {},
+    }
+    rows = remedy_runs(record)["EMA eigenvalues"]
+    assert harm_count(rows, ["highest"]) == (0, 1)
+    assert broken_count(rows, ["highest"]) == (1, 1)

@@ -17,10 +17,15 @@ from typing import Any
 
 from eigprec_book.chapters.degeneracy.failure_map import classify
 
-__all__ = ["CLIP_PREFIX", "harm_count", "jump_median", "remedy_runs"]
+__all__ = ["BROKEN", "CLIP_PREFIX", "broken_count", "harm_count", "jump_median", "remedy_runs"]
 
 #: The name a global-clip group gets: this prefix and the layer's share of the norm.
 CLIP_PREFIX = "global clip, s = "
+
+#: A run is *broken before the spike* when its loss just before the spike exceeds this
+#: multiple of its reference's (float64 without a remedy, same layer and seed): a remedy
+#: that fails on its own, which a jump (measured from the run's own level) cannot see.
+BROKEN = 2.0
 
 
 def remedy_runs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -31,8 +36,8 @@ def remedy_runs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             remedy, whose float64 runs are the reference of every remedy.
 
     Returns:
-        Name -> rows with ``"jump"``, ``"harmed"`` and ``"reference failed"``; global clip
-        groups are named ``CLIP_PREFIX + share``.
+        Name -> rows with ``"jump"``, ``"harmed"``, ``"reference failed"`` and ``"broken
+        before"`` (see :data:`BROKEN`); global clip groups are named ``CLIP_PREFIX + share``.
 
     Raises:
         KeyError: if the record has no ``"none"`` remedy, or a run has no reference.
@@ -44,6 +49,8 @@ def remedy_runs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         >>> rec = {"remedies": {"none": [f64, run]}, "global clip": {}}
         >>> [(r["harmed"], r["reference failed"]) for r in remedy_runs(rec)["none"]]
         [(True, True)]
+        >>> remedy_runs(rec)["none"][0]["broken before"]
+        False
     """
     reference = [r for r in record["remedies"]["none"] if r["arm"] == "float64"]
     groups = {name: (rows, reference) for name, rows in record["remedies"].items()}
@@ -52,9 +59,18 @@ def remedy_runs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         groups[f"{CLIP_PREFIX}{float(share):g}"] = (rows, own)
     out = {}
     for name, (rows, ref) in groups.items():
+        level = {(tuple(r["shape"]), r["lr"], r["spike"], r["seed"]): r["before"] for r in ref}
         runs = [r for r in rows if r["arm"] != "float64"]
-        out[name] = [r for r in classify([*ref, *runs]) if r["arm"] != "float64"]
+        out[name] = [
+            {**r, "broken before": r["before"] > BROKEN * level[_key(r)]}
+            for r in classify([*ref, *runs])
+            if r["arm"] != "float64"
+        ]
     return out
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (tuple(r["shape"]), r["lr"], r["spike"], r["seed"])
 
 
 def harm_count(
@@ -76,6 +92,27 @@ def harm_count(
         and (seed_set is None or r["seed set"] == seed_set)
     ]
     return sum(r["harmed"] for r in chosen), len(chosen)
+
+
+def broken_count(
+    rows: Sequence[dict[str, Any]], arms: Sequence[str], seed_set: int | None = None
+) -> tuple[int, int]:
+    """Runs broken before the spike (:data:`BROKEN`) and runs, as :func:`harm_count` counts.
+
+    Example:
+        >>> rows = [{"arm": "highest", "broken before": True, "reference failed": False,
+        ...          "seed set": 0}]
+        >>> broken_count(rows, ["highest"])
+        (1, 1)
+    """
+    chosen = [
+        r
+        for r in rows
+        if r["arm"] in arms
+        and not r["reference failed"]
+        and (seed_set is None or r["seed set"] == seed_set)
+    ]
+    return sum(r["broken before"] for r in chosen), len(chosen)
 
 
 def jump_median(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> float:

@@ -24,6 +24,8 @@ from typing import Any
 from eigprec_book.chapters.degeneracy.failure_map import classify
 
 __all__ = [
+    "ALL",
+    "KL",
     "LINES",
     "MONITORED",
     "SETTINGS",
@@ -170,6 +172,7 @@ def _ratio(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]]], float]
     return lambda s: _median(paired_ratio(s[a], s[b]))
 
 
+#: The KL-Shampoo optimizers of the map, and all three optimizers.
 KL = ("REKLS", "SOAP")
 ALL = ("REKLS", "SOAP", "plain SOAP")
 #: Two settings within this factor of each other (median paired peak ratio) count as the

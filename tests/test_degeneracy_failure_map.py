@@ -13,7 +13,8 @@ import torch
 from eigprec_book.chapters.degeneracy import failure_map as fmod
 from eigprec_book.chapters.degeneracy.failure_map import (
     ARMS,
-    HARM_RATIO,
+    HARM_JUMP,
+    REFERENCE_TRAINED,
     TURN_DEGREES,
     FailureMap,
     failure_map_experiment,
@@ -43,13 +44,16 @@ def test_one_row_per_layer_spike_arm_and_seed_with_float64_the_reference(fmap):
             == (r["shape"], r["lr"], r["spike"], r["seed"], "float64")
         )
         assert r["ratio"] == pytest.approx(r["peak"] / ref["peak"])
-        assert r["harmed"] == (r["ratio"] > HARM_RATIO)
+        # Harm is the run's own: its peak over its loss just before the spike.
+        assert r["jump"] == pytest.approx(r["peak"] / r["before"])
+        assert r["harmed"] == (r["jump"] > HARM_JUMP)
+        assert r["reference failed"] == (not ref["before"] < REFERENCE_TRAINED * ref["start"])
         assert r["turned"] == (r["turn"] > TURN_DEGREES)
         assert r["damaged"] == (r["harmed"] or (r["turned"] and ref["turn"] <= TURN_DEGREES))
         assert 0.0 <= r["turn"] <= 90.0 + 1e-9
         assert 1 <= r["peak step"] <= SMALL["window"]
         if r["arm"] == "float64":
-            assert r["ratio"] == 1.0 and not r["harmed"]
+            assert r["ratio"] == 1.0
 
 
 def test_the_fork_at_the_spike_is_the_run_without_a_fork():
@@ -70,13 +74,19 @@ def test_summary_counts_seeds_and_the_rates_add_up(fmap):
     summary = fmap.summary()
     assert len(summary) == len(fmap.cells()) == 2 * 2 * len(ARMS)
     for c in summary:
-        rows = fmap.cell(c["shape"], c["lr"], c["spike"], c["arm"])
-        assert c["seeds"] == len(rows) == 2
+        rows = [
+            r
+            for r in fmap.cell(c["shape"], c["lr"], c["spike"], c["arm"])
+            if not r["reference failed"]
+        ]
+        assert c["seeds"] + c["reference failed"] == 2 and c["seeds"] == len(rows)
         assert c["harmed"] == sum(r["harmed"] for r in rows)
-        assert c["ratio min"] <= c["ratio median"] <= c["ratio max"]
+        if rows:
+            assert c["ratio min"] <= c["ratio median"] <= c["ratio max"]
+            assert c["jump min"] <= c["jump median"] <= c["jump max"]
     for against in ("damaged", "harmed"):
         rates = fmap.detector_rates(against=against)
-        assert rates["positive"] + rates["negative"] == rates["runs"] == len(fmap.rows)
+        assert rates["positive"] + rates["negative"] == rates["runs"] == len(fmap.valid())
         assert rates["false +"] <= rates["negative"] and rates["false -"] <= rates["positive"]
     empty = fmap.detector_rates([])
     assert math.isnan(empty["false + rate"]) and math.isnan(empty["false - rate"])
@@ -179,3 +189,59 @@ def test_docstring_examples():
         runner.run(test)
     assert runner.failures == 0 and runner.tries > 0
     plt.close("all")
+
+
+# --- issue 46 item 1: harm that means harm ---------------------------------------------------
+
+
+def _row(arm, seed, before, peak, start=10.0, ref_before=1.0, **extra):
+    ref_failed = not ref_before < REFERENCE_TRAINED * start
+    return {
+        "shape": (8, 4), "lr": 0.1, "spike": 1000.0, "arm": arm, "seed": seed,
+        "start": start, "before": before, "peak": peak, "jump": peak / before,
+        "ratio": 1.0, "reference failed": ref_failed, "turn": 0.0, "f64 turn": 0.0,
+        "harmed": peak / before > HARM_JUMP, "turned": False, "damaged": peak / before > HARM_JUMP,
+        "flag before": 0, "flagged": False, "first flag": None, **extra,
+    }  # fmt: skip
+
+
+def test_a_cell_whose_reference_diverged_is_left_out_of_every_count():
+    # Seed 1's float64 run ended above its start before the spike (it diverged): its runs
+    # are no evidence of harm, whatever their peaks.
+    rows = [
+        _row("float64", 0, before=1.0, peak=1.5),
+        _row("highest", 0, before=1.0, peak=9.0),
+        _row("float64", 1, before=80.0, peak=90.0, ref_before=80.0),
+        _row("highest", 1, before=70.0, peak=900.0, ref_before=80.0),
+    ]
+    fm = FailureMap(rows=rows, config={})
+    (f64, f32) = fm.summary()
+    assert (f32["seeds"], f32["reference failed"], f32["harmed"]) == (1, 1, 1)
+    assert f64["harmed"] == 0 and f32["jump median"] == 9.0
+    assert fm.detector_rates()["runs"] == 2
+
+
+def test_a_run_harmed_by_its_own_jump_counts_even_below_the_reference_peak():
+    # One-sided preconditioning in the review: 0.65 before, 4.8 after -- "not harmed" by a
+    # ratio to a worse reference (0.43-0.88), harmed by its own jump.
+    rows = [_row("float64", 0, 6.5, 11.0), _row("highest", 0, 0.65, 4.8, ratio=0.44)]
+    (_, f32) = FailureMap(rows=rows, config={}).summary()
+    assert f32["harmed"] == 1
+
+
+def test_classify_recounts_recorded_runs_under_todays_definitions():
+    # A record keeps the losses; harm and a failed reference are recomputed from them, per
+    # group (here two seed sets whose seed numbers coincide).
+    f64 = {"shape": [8, 4], "lr": 0.1, "spike": 1e3, "seed": 0, "arm": "float64",
+           "start": 30.0, "before": 6.0, "peak": 5.0, "harmed": True, "seed set": 0}  # fmt: skip
+    rows = [
+        f64,
+        {**f64, "arm": "highest", "before": 6.0, "peak": 30.0, "harmed": False},
+        {**f64, "seed set": 1000, "before": 31.0},  # this seed set's reference diverged
+        {**f64, "seed set": 1000, "arm": "highest", "peak": 300.0},
+    ]
+    out = fmod.classify(rows, ("seed set",))
+    assert [r["harmed"] for r in out] == [False, True, False, True]
+    assert [r["reference failed"] for r in out] == [False, False, True, True]
+    with pytest.raises(KeyError):
+        fmod.classify(rows[1:2])

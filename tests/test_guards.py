@@ -137,6 +137,20 @@ def test_the_configuration_matrix_varies_threads_kernels_blas_and_rounding():
     assert any("MKL_ENABLE_INSTRUCTIONS" in e or "MKL_CBWR" in e for e in envs)
     assert any(e.get("EIGPREC_TF32_ROUNDING") == "rne" for e in envs)
     assert any(e.get("OMP_NUM_THREADS") == robustness.CORES for e in envs)
+    # issue 45: two seed-shifted configurations beside the arithmetic ones
+    offsets = {e["EIGPREC_SEED_OFFSET"] for e in envs if "EIGPREC_SEED_OFFSET" in e}
+    assert len(offsets) >= 2 and "0" not in offsets
+
+
+def test_robustness_keeps_each_counts_margin_in_runs_and_lists_the_thin_ones():
+    g = {"page": "p", **_row("6 of 10 > half", 0.6, 0.2), "runs_margin": 1}
+    reports = {"one": {"guards": [g]}, "two": {"guards": [{**g, "runs_margin": 3}]}}
+    [row] = robustness.merge(reports)
+    assert row["worst_runs"] == 1
+    text = robustness.markdown(
+        [row], {k: {**v, "exit_status": 0, "seconds": 1} for k, v in reports.items()}
+    )
+    assert "| 1 | p | 6 of 10 > half |" in text
 
 
 def test_measure_only_records_a_failure_and_goes_on_but_only_with_a_log(tmp_path, monkeypatch):
@@ -306,3 +320,31 @@ def test_the_report_ranks_counts_by_runs_and_calls_under_two_runs_thin(tmp_path)
     thin = [line for line in text.splitlines() if "THIN" in line]
     assert any("one run" in line for line in thin)
     assert not any("four runs" in line for line in thin)
+
+
+def test_a_live_run_that_disagrees_with_its_record_fails_the_build_saying_so():
+    # Issue 45, item 3: a sentence stated of a live run and of a record of the same cell
+    # holds for both, or the build fails naming the record and the cell.
+    from eigprec_book.helpers import live_and_recorded
+
+    live_and_recorded("harmed seeds", 5, {"seeds 0-4": 5}, ">=", 3, record="rec", cell="c", runs=5)
+    with pytest.raises(AssertionError) as failed:
+        live_and_recorded(
+            "harmed seeds",
+            1,
+            {"seeds 0-4": 5, "seeds 1000-1004": 4},
+            ">=",
+            3,
+            record="degeneracy_map_cpu",
+            cell="REKLS 256x64 lr 0.1 x1000 'high'",
+            runs=5,
+        )
+    message = str(failed.value)
+    assert "the live run and the record disagree" in message
+    assert "degeneracy_map_cpu (seeds 1000-1004): 4" in message
+    assert "REKLS 256x64 lr 0.1 x1000 'high'" in message
+    assert "this build's live run: 1" in message
+    with pytest.raises(AssertionError, match="neither the live run nor the record"):
+        live_and_recorded("x", 1.0, {"a": 2.0}, "<", 0.5, record="r", cell="c")
+    with pytest.raises(ValueError, match="at least one seed set"):
+        live_and_recorded("x", 1.0, {}, "<", 0.5, record="r", cell="c")

@@ -33,6 +33,7 @@ __all__ = [
     "claim",
     "guard",
     "guard_records",
+    "live_and_recorded",
 ]
 
 #: The environment variable naming the file (JSON lines) each guard is appended to.
@@ -413,6 +414,67 @@ def claim(
         raise ValueError(f"claim: name is a glue key (letters, digits, '_', '-'), got {name!r}")
     guard(name, value, op, bound, exact=exact, runs=runs, share_of=share_of)
     notebook.glue(name, value)
+
+
+def live_and_recorded(
+    name: str,
+    live: Any,
+    recorded: dict[str, Any],
+    op: str,
+    bound: Any,
+    *,
+    record: str,
+    cell: str,
+    runs: int | None = None,
+) -> None:
+    """Guard one sentence stated of a live run and of a record of the same cell.
+
+    A chaotic run on another CPU is a run with other seeds: where a page runs a cell live
+    and also reads a record of it (made elsewhere, once per seed set), its sentence must
+    hold for both. Each value is guarded (margins recorded as :func:`guard` does); where
+    the live run and the record disagree -- one passes and another fails -- the error
+    says so, naming the record and the cell, so that the sentence is rewritten to what
+    both show (a range, "in k of n") rather than the record remade to fit.
+
+    Args:
+        name: what the sentence claims, a few words.
+        live: this build's value.
+        recorded: the record's value per seed set (e.g. ``{"seeds 0-4": 5, ...}``).
+        op, bound: the comparison the sentence makes, as for :func:`guard`.
+        record: the record's name (``book/data/<record>.json``).
+        cell: the cell, in words (``"REKLS 256x64 lr 0.1 x1000 'high'"``).
+        runs: as for :func:`guard`, where the values count runs out of this many.
+
+    Raises:
+        AssertionError: if any value fails; the message names the record and the cell
+            and, where the live run and the record disagree, says so.
+        TypeError, ValueError: as :func:`guard`, and for an empty ``recorded``.
+
+    Example:
+        >>> live_and_recorded("harmed seeds", 5, {"seeds 0-4": 5, "seeds 1000-1004": 4},
+        ...     ">=", 3, record="degeneracy_map_cpu", cell="REKLS 128x64 lr 0.1 x1000", runs=5)
+    """
+    if not isinstance(recorded, dict) or not recorded:
+        raise ValueError(f"live_and_recorded {name!r}: recorded needs at least one seed set")
+    values = {"this build's live run": live, **{f"{record} ({k})": v for k, v in recorded.items()}}
+    failed = []
+    for who, value in values.items():
+        try:
+            # The guard's own checks (types, op, counts) raise before any comparison fails.
+            guard(f"{name} [{cell}; {who}]", value, op, bound, runs=runs)
+        except AssertionError:
+            failed.append(who)
+    if not failed:
+        return
+    shown = ", ".join(f"{who}: {value!r}" for who, value in values.items())
+    if len(failed) == len(values):
+        verdict = "neither the live run nor the record holds it"
+    else:
+        verdict = "the live run and the record disagree"
+    raise AssertionError(
+        f"{name} ({op} {bound!r}) at {cell}: {verdict} ({shown}); the sentence must say what "
+        f"both show, a range or a count, since a run on another CPU is a run with other seeds"
+    )
 
 
 def guard_records() -> list[GuardRecord]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from eigprec import RuntimeInfo, describe_runtime
+from eigprec_book.helpers.seeds import seed_offset
 
 __all__ = ["SCALES", "SCALE_ENV", "full_scale", "provenance", "quick_scale", "scale"]
 
@@ -88,10 +89,12 @@ def quick_scale() -> bool:
 
 
 def provenance() -> RuntimeInfo:
-    """The page's provenance box: :func:`eigprec.describe_runtime` and the scale it ran at.
+    """The page's provenance box: :func:`eigprec.describe_runtime`, the scale it ran at and,
+    where they were shifted, the seeds.
 
     Returns:
-        A :class:`eigprec.RuntimeInfo` with a "Scale" row.
+        A :class:`eigprec.RuntimeInfo` with a "Scale" row (and a "Seeds" row under a seed
+        offset).
 
     Raises:
         ValueError: as :func:`scale`.
@@ -100,4 +103,8 @@ def provenance() -> RuntimeInfo:
         >>> "Scale" in str(provenance())
         True
     """
-    return describe_runtime(notes=(("Scale", _LABELS[scale()]),))
+    notes = [("Scale", _LABELS[scale()])]
+    offset = seed_offset()
+    if offset:
+        notes.append(("Seeds", f"every seed shifted by {offset} (EIGPREC_SEED_OFFSET={offset})"))
+    return describe_runtime(notes=tuple(notes))

@@ -8,7 +8,10 @@ TF32 emulation with each rounding rule -- and records, in the same run, three th
 are measured independently of each other:
 
 * **harm** (training): the largest population loss in the ``window`` steps after the
-  spike, over the float64 arm's for the same layer, spike and seed;
+  spike over the run's *own* loss just before the spike (its jump), beside that peak over the
+  float64 arm's for the same layer, spike and seed (its ratio). A float64 run that had
+  diverged or stalled by the spike (:data:`REFERENCE_TRAINED`) is no reference: the runs of
+  that layer and seed are marked ``"reference failed"`` and left out of every count;
 * **turn** (the angle probe): the largest top-``k`` principal angle of Q_L, over the
   ``turn_steps`` steps from the spike on, against Q_L just before the spike -- measured on
   the training run itself, so both columns describe one trajectory;
@@ -35,13 +38,23 @@ from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap.monitor import SOAPMonitor
 from eigprec.subspace import subspace_angle
 from eigprec.tf32 import emulate_tf32
-from eigprec_book.chapters.degeneracy.training import REMEDIES, Regression, Setting, _Trainer
+from eigprec_book.chapters.degeneracy.practice import _NormClip
+from eigprec_book.chapters.degeneracy.training import (
+    METHODS,
+    REMEDIES,
+    Regression,
+    Setting,
+    _Trainer,
+)
 
 __all__ = [
     "ARMS",
-    "HARM_RATIO",
+    "HARM_JUMP",
+    "REFERENCE_TRAINED",
+    "SPLIT_ARMS",
     "TURN_DEGREES",
     "FailureMap",
+    "classify",
     "failure_map_experiment",
     "harm_counts",
     "reference_first",
@@ -60,9 +73,23 @@ ARMS: dict[str, tuple[str, torch.dtype, str | None]] = {
     "high rne": ("high", torch.float32, "rne"),
 }
 
-#: A run is *harmed* when its peak loss after the spike exceeds this multiple of the float64
-#: run's peak (same layer, spike and seed).
-HARM_RATIO = 2.0
+#: Arms off the default list: the factor updates at ``'highest'`` and the basis refresh at
+#: ``'high'`` (emerging-optimizers 0.4.0's precision defaults), TF32 ties away: name ->
+#: (factor-update precision, dtype, rounding, refresh precision).
+SPLIT_ARMS: dict[str, tuple[str, torch.dtype, str, str]] = {
+    "split rna": ("highest", torch.float32, "rna", "high"),
+}
+
+#: A run is *harmed* when its peak loss after the spike exceeds this multiple of its own loss
+#: just before the spike.
+HARM_JUMP = 2.0
+
+#: The float64 run of a layer and seed is a reference only if its loss just before the spike
+#: is below this fraction of its starting loss: it trained, if slowly (at lr 0.01 the
+#: testbed's float64 REKLS is at 0.8 of its start by step 50); a run that diverged (above
+#: its start) or stalled near it is no reference, and that seed's runs are marked
+#: ``"reference failed"``.
+REFERENCE_TRAINED = 0.9
 
 #: Q_L has *turned* when its top-k subspace moved more than this many degrees.
 TURN_DEGREES = 30.0
@@ -74,10 +101,13 @@ class FailureMap:
 
     Attributes:
         rows: Dicts with ``"shape"`` (m, n), ``"lr"``, ``"spike"`` (the factor), ``"arm"``
-            (a key of :data:`ARMS`), ``"seed"``, ``"peak"`` (largest loss in the window
-            after the spike), ``"ratio"`` (``peak`` over the float64 arm's, same layer,
-            spike and seed), ``"turn"`` (degrees), ``"f64 turn"`` (the float64 arm's),
-            ``"harmed"`` (``ratio > HARM_RATIO``), ``"turned"`` (``turn > TURN_DEGREES``),
+            (a key of :data:`ARMS`), ``"seed"``, ``"start"`` (the loss at the start),
+            ``"before"`` (the loss just before the spike), ``"peak"`` (largest loss in the
+            window after the spike), ``"jump"`` (``peak / before``), ``"ratio"``
+            (``peak`` over the float64 arm's, same layer, spike and seed), ``"reference
+            failed"`` (that float64 run did not train: see :data:`REFERENCE_TRAINED`),
+            ``"turn"`` (degrees), ``"f64 turn"`` (the float64 arm's),
+            ``"harmed"`` (``jump > HARM_JUMP``), ``"turned"`` (``turn > TURN_DEGREES``),
             ``"damaged"`` (harmed, or turned where the float64 arm did not),
             ``"flag before"`` (steps flagged before the spike), ``"flagged"`` (flagged at
             the spike step or later in the window), ``"first flag"`` (steps after the spike
@@ -88,10 +118,10 @@ class FailureMap:
     Example:
         >>> fm = failure_map_experiment(
         ...     [((8, 4), 0.1)], spike_scales=(1000.0,), arms=("float64", "high rna"),
-        ...     seeds=(0,), spike_step=12, window=3, turn_steps=2, k=2,
+        ...     seeds=(0,), spike_step=20, window=3, turn_steps=2, k=2,
         ... )
-        >>> [(r["arm"], r["ratio"]) for r in fm.rows][0]
-        ('float64', 1.0)
+        >>> [(r["arm"], r["ratio"], r["reference failed"]) for r in fm.rows][0]
+        ('float64', 1.0, False)
     """
 
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -114,21 +144,30 @@ class FailureMap:
             if (r["shape"], r["lr"], r["spike"], r["arm"]) == (tuple(shape), lr, spike, arm)
         ]
 
+    def valid(self) -> list[dict[str, Any]]:
+        """The rows whose float64 reference trained (``"reference failed"`` ones left out)."""
+        return [r for r in self.rows if not r["reference failed"]]
+
     def summary(self) -> list[dict[str, Any]]:
-        """One row per cell: counts over seeds and the median and range of the peak ratio.
+        """One row per cell: counts over the seeds whose reference trained, the median and
+        range of the jump and of the ratio to float64.
 
         Returns:
-            Dicts with ``"shape"``, ``"lr"``, ``"spike"``, ``"arm"``, ``"seeds"``,
+            Dicts with ``"shape"``, ``"lr"``, ``"spike"``, ``"arm"``, ``"seeds"`` (whose
+            reference trained), ``"reference failed"`` (seeds left out),
             ``"harmed"``, ``"turned"``, ``"damaged"``, ``"flagged"`` (counts of seeds),
             ``"flag before"`` (seeds flagged before the spike), ``"false +"`` (flagged
             before the spike or after it, not damaged), ``"false -"`` (damaged, never
-            flagged), ``"ratio median"``, ``"ratio min"``, ``"ratio max"``,
-            ``"turn median"``.
+            flagged), ``"jump median"``, ``"jump min"``, ``"jump max"``, ``"ratio
+            median"``, ``"ratio min"``, ``"ratio max"``, ``"turn median"`` (NaN where no
+            seed is left).
         """
         out = []
         for shape, lr, spike, arm in self.cells():
-            rs = self.cell(shape, lr, spike, arm)
-            ratios = [r["ratio"] for r in rs]
+            every = self.cell(shape, lr, spike, arm)
+            rs = [r for r in every if not r["reference failed"]]
+            ratios = [r["ratio"] for r in rs] or [math.nan]
+            jumps = [r["jump"] for r in rs] or [math.nan]
             out.append(
                 {
                     "shape": shape,
@@ -136,6 +175,7 @@ class FailureMap:
                     "spike": spike,
                     "arm": arm,
                     "seeds": len(rs),
+                    "reference failed": len(every) - len(rs),
                     "harmed": sum(r["harmed"] for r in rs),
                     "turned": sum(r["turned"] for r in rs),
                     "damaged": sum(r["damaged"] for r in rs),
@@ -143,10 +183,13 @@ class FailureMap:
                     "flag before": sum(r["flag before"] > 0 for r in rs),
                     "false +": sum(_alarm(r) and not r["damaged"] for r in rs),
                     "false -": sum(r["damaged"] and not _alarm(r) for r in rs),
+                    "jump median": statistics.median(jumps),
+                    "jump min": min(jumps),
+                    "jump max": max(jumps),
                     "ratio median": statistics.median(ratios),
                     "ratio min": min(ratios),
                     "ratio max": max(ratios),
-                    "turn median": statistics.median(r["turn"] for r in rs),
+                    "turn median": statistics.median([r["turn"] for r in rs] or [math.nan]),
                 }
             )
         return out
@@ -157,9 +200,9 @@ class FailureMap:
         """The monitor's error rates over ``rows`` (default: all), against a criterion.
 
         A run counts as flagged when the monitor flagged it before the spike, at it or
-        later in the window. ``against`` names the row field that says the run was hurt:
-        ``"damaged"`` (harmed, or Q_L turned where float64's did not) or ``"harmed"``
-        (training alone).
+        later in the window. Runs whose reference failed are left out. ``against`` names the
+        row field that says the run was hurt: ``"damaged"`` (harmed, or Q_L turned where
+        float64's did not) or ``"harmed"`` (training alone).
 
         Returns:
             ``{"runs", "positive", "negative", "false +", "false -", "false + rate",
@@ -171,7 +214,7 @@ class FailureMap:
         """
         if against not in ("damaged", "harmed"):
             raise ValueError(f"against must be 'damaged' or 'harmed', got {against!r}")
-        rows = self.rows if rows is None else rows
+        rows = self.valid() if rows is None else [r for r in rows if not r["reference failed"]]
         pos = [r for r in rows if r[against]]
         neg = [r for r in rows if not r[against]]
         fp = sum(_alarm(r) for r in neg)
@@ -186,6 +229,47 @@ class FailureMap:
             "false - rate": fn / len(pos) if pos else math.nan,
             "flag before": sum(r["flag before"] > 0 for r in rows),
         }
+
+
+def classify(rows: Sequence[dict[str, Any]], group: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Recorded rows with ``"jump"``, ``"harmed"`` and ``"reference failed"`` recomputed from
+    their losses under this module's definitions (a record keeps the raw losses).
+
+    Args:
+        rows: Rows of :class:`FailureMap` (or of a record made from them).
+        group: Further keys that tell runs apart beyond (shape, lr, spike, seed), e.g.
+            ``("method", "kind", "cells", "seed set")`` for the map record.
+
+    Returns:
+        New dicts; each non-float64 row is matched with the float64 row of its group.
+
+    Raises:
+        KeyError: if a row has no float64 row of its group.
+
+    Example:
+        >>> f64 = {"shape": [4, 2], "lr": 0.1, "spike": 10.0, "seed": 0, "arm": "float64",
+        ...        "start": 10.0, "before": 9.5, "peak": 9.0}
+        >>> [r["reference failed"] for r in classify([f64, {**f64, "arm": "highest"}])]
+        [True, True]
+    """
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (tuple(r["shape"]), r["lr"], r["spike"], r["seed"], *(r[g] for g in group))
+
+    refs = {key(r): r for r in rows if r["arm"] == "float64"}
+    out = []
+    for r in rows:
+        ref = refs[key(r)]
+        jump = r["peak"] / r["before"]
+        out.append(
+            {
+                **r,
+                "jump": jump,
+                "harmed": jump > HARM_JUMP,
+                "reference failed": not ref["before"] < REFERENCE_TRAINED * ref["start"],
+            }
+        )
+    return out
 
 
 def harm_counts(rows: Sequence[dict[str, Any]], arms: Sequence[str]) -> tuple[int, int]:
@@ -211,8 +295,8 @@ def reference_first(arms: Iterable[str]) -> list[str]:
     """
     arms = list(arms)
     for arm in arms:
-        if arm not in ARMS:
-            raise ValueError(f"arm must be one of {list(ARMS)}, got {arm!r}")
+        if arm not in ARMS and arm not in SPLIT_ARMS:
+            raise ValueError(f"arm must be one of {[*ARMS, *SPLIT_ARMS]}, got {arm!r}")
     if "float64" not in arms:
         raise ValueError("arms must include 'float64', the reference of every ratio")
     return ["float64"] + [a for a in arms if a != "float64"]
@@ -223,17 +307,24 @@ def _alarm(row: dict[str, Any]) -> bool:
 
 
 def _tf32(arm: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
-    rounding = ARMS[arm][2]
+    rounding = ARMS[arm][2] if arm in ARMS else SPLIT_ARMS[arm][2]
     if rounding is None:
         return contextlib.nullcontext
     return lambda: emulate_tf32(rounding=rounding)
 
 
-def _advance(run: _Trainer, scale: float, tf32: Callable[[], Any]) -> float:
+def _advance(
+    run: _Trainer, scale: float, tf32: Callable[[], Any], clip: _NormClip | None = None
+) -> float:
     # Only the optimizer's step is emulated: the gradient and loss are float64 already, and
     # the monitor's float64 checks would pay the emulator's dispatch for nothing.
-    grad = run.problem.gradient(run.param.detach(), run.step, run.target)
-    run.param.grad = (grad * scale).to(run.param.dtype)
+    grad = run.problem.gradient(run.param.detach(), run.step, run.target) * scale
+    if clip is not None:
+        norm = float(grad.norm())
+        limit = clip.step(norm)
+        if limit is not None and norm > limit:
+            grad = grad * (limit / norm)
+    run.param.grad = grad.to(run.param.dtype)
     with tf32():
         run.opt.step()
     run.step += 1
@@ -253,6 +344,7 @@ def failure_map_experiment(
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     method: str = "REKLS",
     remedy: str = "none",
+    clip: float | None = None,
     spike_step: int = 50,
     window: int = 40,
     turn_steps: int = 5,
@@ -267,12 +359,17 @@ def failure_map_experiment(
     Args:
         layers: ``((m, n), lr)`` pairs: the weight's shape and the learning rate.
         spike_scales: Factors of the spike.
-        arms: Keys of :data:`ARMS`; ``"float64"`` must be among them (the reference).
+        arms: Keys of :data:`ARMS` or :data:`SPLIT_ARMS`; ``"float64"`` must be among them
+            (the reference).
         seeds: Problem seeds (W*, batches; explicit ``torch.Generator`` seeds).
-        method: ``"REKLS"`` or ``"SOAP"`` (KL-Shampoo factor updates).
+        method: One of :data:`~eigprec_book.chapters.degeneracy.training.METHODS`:
+            ``"REKLS"``, ``"SOAP"`` (both KL-Shampoo) or ``"plain SOAP"``.
         remedy: A key of :data:`~eigprec_book.chapters.degeneracy.training.REMEDIES`, applied to
             every arm but float64, which stays the plain reference: the map of a remedy on
             the cells where the plain optimizer fails.
+        clip: Clip every arm's gradient (the spike's included, float64's too) at this
+            multiple of the running mean of past clipped gradient norms (an EMA with
+            coefficient 0.9), as the chapter's clipping study does; ``None``: no clip.
         spike_step: 0-based step whose gradient is scaled, ≥ 1.
         window: Steps after the spike step over which the peak is taken, ≥ 1.
         turn_steps: Steps from the spike on over which the largest turn is taken, in
@@ -293,7 +390,7 @@ def failure_map_experiment(
     Example:
         >>> fm = failure_map_experiment(
         ...     [((8, 4), 0.1)], spike_scales=(10.0,), arms=("float64", "highest"),
-        ...     seeds=(0, 1), spike_step=12, window=3, turn_steps=2, k=2,
+        ...     seeds=(0, 1), spike_step=20, window=3, turn_steps=2, k=2,
         ... )
         >>> len(fm.rows), fm.summary()[1]["seeds"]
         (4, 2)
@@ -308,8 +405,8 @@ def failure_map_experiment(
             check_int("a layer's size", s, low=1)
         check_real("lr", lr, low=0.0, low_open=True)
     arms = reference_first(arms)
-    if method not in ("SOAP", "REKLS"):
-        raise ValueError(f"method must be 'SOAP' or 'REKLS', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if remedy not in REMEDIES:
         raise ValueError(f"remedy must be one of {sorted(REMEDIES)}, got {remedy!r}")
     scales = [check_real("spike scale", s, low=0.0, low_open=True) for s in spike_scales]
@@ -324,6 +421,8 @@ def failure_map_experiment(
         raise ValueError(f"k must be ≤ every layer's smaller size, got {k}")
     eps = check_real("eps", eps, low=0.0, low_open=True)
     batch = check_int("batch", batch, low=1)
+    if clip is not None:
+        clip = check_real("clip", clip, low=0.0, low_open=True)
 
     fmap = FailureMap(
         config={
@@ -333,6 +432,7 @@ def failure_map_experiment(
             "seeds": tuple(seeds),
             "method": method,
             "remedy": remedy,
+            "clip": clip,
             "spike_step": spike_step,
             "window": window,
             "turn_steps": turn_steps,
@@ -348,21 +448,28 @@ def failure_map_experiment(
         problem = Regression(shape, batch, 1.0, seed)
         f64: dict[float, dict[str, Any]] = {}
         for arm in arms:
-            prec, dtype, _ = ARMS[arm]
+            prec, dtype, _, refresh = (*ARMS[arm], None) if arm in ARMS else SPLIT_ARMS[arm]
             setting = Setting(
-                method, prec, dtype=dtype, remedy="none" if arm == "float64" else remedy
+                method,
+                prec,
+                qr_fp32_matmul_prec=refresh,
+                dtype=dtype,
+                remedy="none" if arm == "float64" else remedy,
             )
             tf32 = _tf32(arm)
             with matmul_precision(current_matmul_precision()):
                 run = _Trainer(setting, problem, lr, eps)
+                start = problem.loss(run.param.detach(), run.target)
                 monitor = SOAPMonitor(run.opt, spectra="full_rank")
                 before = 0
+                norms = _NormClip(0.9, clip) if clip is not None else None
                 for _ in range(spike_step):
-                    _advance(run, 1.0, tf32)
+                    last = _advance(run, 1.0, tf32, norms)
                     before += monitor.check()[0].flagged
                 ref = run.state()["Q_L"].detach().double().clone()
                 for scale in scales:
                     fork = run.fork()
+                    fnorms = norms.fork(clip) if norms is not None else None
                     fmon = SOAPMonitor(fork.opt, spectra="full_rank")
                     # ‖ΔL‖/‖L‖ at the spike step is the change since the last pre-spike check.
                     fmon._previous = {fork.param: monitor._previous[run.param]}
@@ -370,7 +477,7 @@ def failure_map_experiment(
                     side = _smaller_side(shape)
                     # [show:monitor]
                     for j in range(window + 1):
-                        loss = _advance(fork, scale if j == 0 else 1.0, tf32)
+                        loss = _advance(fork, scale if j == 0 else 1.0, tf32, fnorms)
                         if j > 0 and loss > peak:
                             peak, at = loss, j
                         if j < turn_steps:
@@ -387,7 +494,10 @@ def failure_map_experiment(
                         "spike": scale,
                         "arm": arm,
                         "seed": seed,
+                        "start": start,
+                        "before": last,
                         "peak": peak,
+                        "jump": peak / last,
                         "peak step": at,
                         "turn": turn,
                         "flag before": before,
@@ -399,8 +509,11 @@ def failure_map_experiment(
                         f64[scale] = row
                     ref_row = f64[scale]
                     row["ratio"] = peak / ref_row["peak"]
+                    row["reference failed"] = not (
+                        ref_row["before"] < REFERENCE_TRAINED * ref_row["start"]
+                    )
                     row["f64 turn"] = ref_row["turn"]
-                    row["harmed"] = row["ratio"] > HARM_RATIO
+                    row["harmed"] = row["jump"] > HARM_JUMP
                     row["turned"] = turn > TURN_DEGREES
                     # Damage: training harmed, or the basis turned where float64's did not.
                     row["damaged"] = row["harmed"] or (

@@ -35,14 +35,26 @@ from eigprec._args import check_int, check_real
 from eigprec.precision import current_matmul_precision, matmul_precision
 from eigprec.soap.monitor import SOAPMonitor
 from eigprec.tf32 import emulate_tf32
-from eigprec_book.chapters.degeneracy.failure_map import ARMS, HARM_RATIO, reference_first
+from eigprec_book.chapters.degeneracy.failure_map import ARMS, reference_first
 from eigprec_book.chapters.degeneracy.training import REMEDIES, remedy_class
 
-__all__ = ["JUMP", "LMResult", "TinyLM", "lm_experiment"]
+__all__ = ["JUMP", "REAL_SPIKE", "TRAINED", "LMResult", "TinyLM", "lm_experiment"]
 
 #: A run *jumped* when its peak held-out loss after the spike exceeds its loss just before
 #: the spike by more than this factor (10 %).
 JUMP = 1.1
+
+#: ``"harmed"``: the peak more than this multiple of the float64 run's peak.
+HARM_RATIO = 2.0
+
+#: The float64 run of a seed is a reference only if, just before the spike, its held-out
+#: loss is below this fraction of chance (ln of the vocabulary: a uniform guess); else that
+#: seed's runs are marked ``"reference failed"`` and left out of every count.
+TRAINED = 0.8
+
+#: A *real* spike: a step before the injected one whose gradient norm (all weights, before
+#: the clip) exceeds this multiple of the mean of the norms before it.
+REAL_SPIKE = 10.0
 
 
 @dataclass(frozen=True)
@@ -166,13 +178,17 @@ class LMResult:
         rows: Dicts with ``"arm"``, ``"seed"``, ``"peak"`` (largest held-out loss in the
             window after the spike), ``"before"`` (held-out loss just before the spike),
             ``"final"``, ``"ratio"`` (peak over the float64 run's), ``"harmed"`` (ratio >
-            :data:`~eigprec_book.chapters.degeneracy.failure_map.HARM_RATIO`), ``"jump"`` (peak
+            :data:`HARM_RATIO`), ``"jump"`` (peak
             over ``before``: the spike's own effect, which does not depend on how well the
             run had trained before it), ``"jump ratio"`` (jump over the float64 run's),
             ``"clipped
             spike"`` (the spiked layer's gradient norm after the clip over its norm the step
             before), ``"flag before"`` and ``"flagged"`` (steps the monitor flagged on the
-            spiked layer before the spike, and whether it flagged it from the spike on).
+            spiked layer before the spike, and whether it flagged it from the spike on),
+            ``"reference failed"`` (the seed's float64 run had not trained before the spike:
+            :data:`TRAINED`), ``"largest norm ratio"`` (the largest gradient norm before the
+            spike over the mean of the norms before it) and ``"real spike"`` (that ratio
+            above :data:`REAL_SPIKE`).
         curves: ``{(arm, seed): held-out loss per step}``.
         config: The arguments.
     """
@@ -182,24 +198,28 @@ class LMResult:
     config: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per arm: seeds, harmed and flagged seeds, and median and range of ratio and jump."""
+        """Per arm, over the seeds whose float64 reference trained: seeds, harmed, jumped and
+        flagged seeds, and median and range of ratio and jump (NaN where no seed is left)."""
         out = []
         for arm in self.config["arms"]:
-            rs = [r for r in self.rows if r["arm"] == arm]
-            ratios = [r["ratio"] for r in rs]
+            every = [r for r in self.rows if r["arm"] == arm]
+            rs = [r for r in every if not r["reference failed"]]
+            ratios = [r["ratio"] for r in rs] or [math.nan]
+            jumps = [r["jump"] for r in rs] or [math.nan]
             out.append(
                 {
                     "arm": arm,
                     "seeds": len(rs),
+                    "reference failed": len(every) - len(rs),
                     "harmed": sum(r["harmed"] for r in rs),
                     "flagged": sum(r["flagged"] for r in rs),
                     "flag before": sum(r["flag before"] > 0 for r in rs),
                     "ratio median": statistics.median(ratios),
                     "ratio min": min(ratios),
                     "ratio max": max(ratios),
-                    "jump median": statistics.median(r["jump"] for r in rs),
-                    "jump min": min(r["jump"] for r in rs),
-                    "jump max": max(r["jump"] for r in rs),
+                    "jump median": statistics.median(jumps),
+                    "jump min": min(jumps),
+                    "jump max": max(jumps),
                     "jumped": sum(r["jump"] > JUMP for r in rs),
                 }
             )
@@ -217,6 +237,7 @@ def lm_experiment(
     window: int = 30,
     remedy: str = "none",
     lr: float = 3e-3,
+    warmup: int = 0,
     eps: float = 1e-8,
     model: TinyLM | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
@@ -235,6 +256,8 @@ def lm_experiment(
         remedy: A key of :data:`~eigprec_book.chapters.degeneracy.training.REMEDIES`, applied
             to every arm but float64, which stays the plain reference.
         lr: Learning rate of both optimizers.
+        warmup: Steps of linear learning-rate warm-up (the rate at step t is
+            ``lr · min(1, (t + 1) / warmup)``); 0: none.
         eps: REKLS's ε (and AdamW's).
         model: Sizes (its ``seed`` is replaced by each seed).
         progress: Optional wrapper of the loop over (arm, seed) pairs.
@@ -267,6 +290,7 @@ def lm_experiment(
     spike_step = check_int("spike_step", spike_step, low=1)
     window = check_int("window", window, low=1)
     lr = check_real("lr", lr, low=0.0, low_open=True)
+    warmup = check_int("warmup", warmup, low=0)
     eps = check_real("eps", eps, low=0.0, low_open=True)
     base = TinyLM() if model is None else model
     names = {n: p.dim() for n, p in _LM(base).named_parameters()}
@@ -285,6 +309,7 @@ def lm_experiment(
             "window": window,
             "remedy": remedy,
             "lr": lr,
+            "warmup": warmup,
             "eps": eps,
             "model": base,
         }
@@ -297,10 +322,13 @@ def lm_experiment(
         cfg = dataclasses.replace(base, seed=seed)
         with matmul_precision(current_matmul_precision()):
             cure = "none" if arm == "float64" else remedy
-            row, curve = _train(cfg, arm, spiked, spike, clip, spike_step, window, cure, lr, eps)
+            row, curve = _train(
+                cfg, arm, spiked, spike, clip, spike_step, window, cure, lr, warmup, eps
+            )
         row["jump"] = row["peak"] / row["before"]
         if arm == "float64":
             f64[seed] = row
+        row["reference failed"] = not f64[seed]["before"] < TRAINED * math.log(base.vocab)
         row["ratio"] = row["peak"] / f64[seed]["peak"]
         row["jump ratio"] = row["jump"] / f64[seed]["jump"]
         row["harmed"] = row["ratio"] > HARM_RATIO
@@ -319,6 +347,7 @@ def _train(
     window: int,
     remedy: str,
     lr: float,
+    warmup: int,
     eps: float,
 ) -> tuple[dict[str, Any], list[float]]:
     prec, dtype, rounding = ARMS[arm]
@@ -347,11 +376,23 @@ def _train(
     held_out = cfg.tokens(-1, batch=64)
     curve, before_norm, passed = [], math.nan, math.nan
     flag_before, flagged = 0, False
+    norms: list[float] = []
+    largest = 0.0
     for step in range(spike_step + window + 1):
+        if warmup:
+            for opt in (soap, adam):
+                for group in opt.param_groups:
+                    group["lr"] = lr * min(1.0, (step + 1) / warmup)
         soap.zero_grad(set_to_none=True)
         adam.zero_grad(set_to_none=True)
         _loss(net, cfg.tokens(step)).backward()
         raw = target.grad.norm().item()
+        if step < spike_step:
+            grads = [p.grad for p in params.values() if p.grad is not None]
+            total = math.sqrt(sum(g.double().square().sum().item() for g in grads))
+            if norms:
+                largest = max(largest, total / statistics.fmean(norms))
+            norms.append(total)
         if step == spike_step:
             target.grad.mul_(spike)
         if clip is not None:
@@ -379,5 +420,7 @@ def _train(
         "clipped spike": passed,
         "flag before": flag_before,
         "flagged": flagged,
+        "largest norm ratio": largest,
+        "real spike": largest > REAL_SPIKE,
     }
     return row, curve

@@ -43,6 +43,7 @@ from eigprec_book.chapters.degeneracy.schedule_methods import (
 )
 
 __all__ = [
+    "METHODS",
     "REMEDIES",
     "Regression",
     "Setting",
@@ -83,13 +84,19 @@ REMEDIES: dict[str, dict[str, Any]] = {
 _NOT_IN_CHAPTER = ("KL-Shampoo recipe", "skip first step", "delayed start", "one-sided")
 
 
+#: The optimizers of the chapter's training runs: KL-SOAP, REKLS (KL-SOAP with ``eigh`` every
+#: step) and SOAP without KL-Shampoo.
+METHODS = ("SOAP", "REKLS", "plain SOAP")
+
+
 @dataclass(frozen=True)
 class Setting:
     """One optimizer configuration of the training experiments.
 
     Attributes:
         method: ``"SOAP"`` (orthogonal-iteration refresh) or ``"REKLS"`` (``eigh`` every
-            step); both with KL-Shampoo factor updates.
+            step), both with KL-Shampoo factor updates, or ``"plain SOAP"`` (orthogonal
+            iteration, the factors as EMAs of G Gᵀ and Gᵀ G: no KL-Shampoo).
         fp32_matmul_prec: Precision of the factor updates and projections.
         qr_fp32_matmul_prec: Precision of the basis refresh; ``None`` = the same.
         dtype: Optimizer dtype; float64 is the ground truth.
@@ -107,8 +114,8 @@ class Setting:
     remedy: str = "none"
 
     def __post_init__(self) -> None:
-        if self.method not in ("SOAP", "REKLS"):
-            raise ValueError(f"method must be 'SOAP' or 'REKLS', got {self.method!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         for prec in (self.fp32_matmul_prec, self.qr_fp32_matmul_prec):
             if prec is not None and prec not in MATMUL_PRECISIONS:
                 raise ValueError(f"precision must be one of {MATMUL_PRECISIONS}, got {prec!r}")
@@ -204,7 +211,7 @@ def build_optimizer(
     shampoo_beta: float = 0.95,
     track_diagnostics: bool = False,
 ) -> SOAP:
-    """The optimizer of a :class:`Setting` (weight decay 0, KL-Shampoo on).
+    """The optimizer of a :class:`Setting` (weight decay 0; KL-Shampoo unless "plain SOAP").
 
     Args:
         setting: The configuration.
@@ -231,7 +238,7 @@ def build_optimizer(
         shampoo_beta=shampoo_beta,
         eps=eps,
         weight_decay=0.0,
-        use_kl_shampoo=True,
+        use_kl_shampoo=setting.method != "plain SOAP",
         use_eigh=setting.method == "REKLS",
         fp32_matmul_prec=setting.fp32_matmul_prec,  # type: ignore[arg-type]
         qr_fp32_matmul_prec=setting.qr_prec,  # type: ignore[arg-type]

@@ -228,9 +228,10 @@ def plot_r_spectra(
 def plot_failure_map(fmap: FailureMap, arms: Sequence[str] | None = None) -> Figure:
     """The failure map: one panel per precision arm, a row per layer, a column per spike.
 
-    A cell's colour is the median over seeds of the peak loss after the spike over the
-    float64 run's; its text is how many seeds were harmed (ratio above
-    :data:`~eigprec_book.chapters.degeneracy.failure_map.HARM_RATIO`) out of how many ran. A cell
+    A cell's colour is the median over seeds of the jump, the peak loss after the spike over
+    the run's own loss just before it; its text is how many seeds were harmed (jump above
+    :data:`~eigprec_book.chapters.degeneracy.failure_map.HARM_JUMP`) out of those whose float64
+    reference trained (seeds whose reference failed are left out of every mark). A cell
     is outlined where the angle probe disagrees with training in some seed (Q_L turned
     without harm, or harm without a turn), and marked "!" where
     :class:`eigprec.SOAPMonitor` missed a damaged seed.
@@ -264,17 +265,18 @@ def plot_failure_map(fmap: FailureMap, arms: Sequence[str] | None = None) -> Fig
     spikes = list(dict.fromkeys(r["spike"] for r in summary))
     cell = {(r["shape"], r["lr"], r["spike"], r["arm"]): r for r in summary}
     rows = {(r["shape"], r["lr"], r["spike"], r["arm"]): [] for r in summary}
-    for r in fmap.rows:
+    for r in fmap.valid():
         rows[(r["shape"], r["lr"], r["spike"], r["arm"])].append(r)
     height = 1.6 + 0.42 * len(layers)
     fig, axes = plt.subplots(
         1, len(arms), figsize=(6.9, height), squeeze=False, sharey=True, layout="constrained"
     )
-    top = max(2.0, max(np.log10(r["ratio median"]) for r in summary if r["arm"] in arms))
+    medians = [r["jump median"] for r in summary if r["arm"] in arms and r["seeds"]]
+    top = max(2.0, max(np.log10(medians), default=2.0))
     image = None
     for ax, arm in zip(axes[0], arms, strict=True):
         data = np.array(
-            [[np.log10(cell[(*layer, s, arm)]["ratio median"]) for s in spikes] for layer in layers]
+            [[np.log10(cell[(*layer, s, arm)]["jump median"]) for s in spikes] for layer in layers]
         )
         image = ax.imshow(data, cmap="magma_r", aspect="auto", vmin=0, vmax=top)
         for (i, j), value in np.ndenumerate(data):
@@ -310,7 +312,7 @@ def plot_failure_map(fmap: FailureMap, arms: Sequence[str] | None = None) -> Fig
         ax=axes[0].tolist(),
         location="bottom",
         shrink=0.8,
-        label="log₁₀ median peak ratio to float64",
+        label="log₁₀ median jump (peak over the loss before the spike)",
     )
-    fig.suptitle("Harmed seeds per cell (peak loss > 2× float64's)", fontsize=11)
+    fig.suptitle("Harmed seeds per cell (peak loss > 2× the loss before the spike)", fontsize=11)
     return fig

@@ -275,9 +275,9 @@ class AuditReport:
         """One line: all sites within ordinary TF32 rounding, or how many lose more.
 
         Ordinary TF32 rounding gives a norm-wise error of about 2**-12 and at most
-        ``2**-10`` (:func:`eigprec.audit.verdict.ordinary_bound`) for a product whose terms
+        ``2**-10`` (``eigprec.audit.verdict.ordinary_bound``) for a product whose terms
         do not cancel; the tables' verdict column says which sites exceed it and why
-        (:mod:`eigprec.audit.verdict`).
+        (``eigprec.audit.verdict``).
         """
         return summary(self.records, self._settings.rounding)
 
@@ -291,7 +291,7 @@ class AuditReport:
         Returns:
             A list with one dict per record — site, op (a backward product names its autograd
             node), shapes, calls, whether the settings asked for TF32 there ("TF32 on"), the
-            verdict (:mod:`eigprec.audit.verdict`), TF32 error norm-wise, at the worst entry
+            verdict (``eigprec.audit.verdict``), TF32 error norm-wise, at the worst entry
             against its row·column scale (``scaled_entry_error``: near 2**-12 where TF32 did
             nothing unusual, however much the product cancels) and against its own size,
             float32 error norm-wise, and, when any listed record has one, the count of calls

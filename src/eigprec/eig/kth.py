@@ -68,7 +68,7 @@ def _thin(A: Tensor, k: int, lower: bool, backend: str, mean: bool) -> Tensor | 
     general path, which masks the bad entries; the screen reads the input, because LAPACK
     returned finite eigenvalues for matrices holding NaN (``tests/test_eig.py``). On the CPU,
     no-gradient calls that the subset driver answers faster
-    (:func:`eigprec.eig.auto.cpu_uses_subset`) run it directly, screened in NumPy.
+    (``eigprec.eig.auto.cpu_uses_subset``) run it directly, screened in NumPy.
     ``mean``: ``subgradient="mean"`` with the default rule, whose value is the same and whose
     gradient is q qᵀ wherever λ_k is a cluster of one — on the CPU, checked on the computed
     eigenvalues after torch's ``eigh``; a cluster of more goes to the general path.
@@ -376,7 +376,7 @@ def kth_eigvalsh(
         method: ``"eigh"`` (full decomposition), ``"subset"`` (LAPACK ``?syevr``, CPU),
             ``"inverse_iteration"`` (one eigenvector by shifted inverse iteration) or
             ``"auto"``: torch's own solver or the subset driver, whichever measured faster
-            for the shape (:func:`eigprec.eig.auto.cpu_uses_subset`).
+            for the shape (``eigprec.eig.auto.cpu_uses_subset``).
         backend: ``"torch"``, ``"cupy"`` (CuPy's batched CUDA solver) or ``"auto"``.
         subgradient: ``"eigenvector"`` (q qᵀ) or ``"mean"`` (U Uᵀ / r over λ_k's cluster).
         cluster_tol: largest gap inside a cluster for ``"mean"`` (absolute); default

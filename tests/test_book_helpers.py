@@ -89,3 +89,59 @@ def test_note_renders_an_admonition_and_escapes_the_title():
     assert "<code>x</code>" in box.data
     with pytest.raises(TypeError):
         note("title", 3)
+
+
+def _installed_from(monkeypatch, direct_url):
+    """Pretend eigprec-book was installed by pip from ``direct_url`` (PEP 610's record)."""
+    monkeypatch.setattr(
+        book_module, "_direct_url", lambda: None if direct_url is None else dict(direct_url)
+    )
+
+
+def test_load_record_from_where_the_package_was_installed(tmp_path, monkeypatch):
+    # Colab: the notebook runs in an empty folder and the package came from the repository
+    # (here a copy of a checkout, as the Colab check installs it: file://<copy>/bookpkg), so
+    # the record is read from that source's book/data, not from the running folder.
+    copy = tmp_path / "copy"
+    (copy / "book" / "data").mkdir(parents=True)
+    (copy / "bookpkg").mkdir()
+    (copy / "book" / "data" / "run.json").write_text(json.dumps({"gpu": "cpu", "n": 3}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(book_module, "record_dirs", lambda: [])
+    _installed_from(monkeypatch, {"url": (copy / "bookpkg").as_uri(), "dir_info": {}})
+    assert load_record("run") == {"gpu": "cpu", "n": 3}
+    assert load_record("absent") is None
+    # An editable install is the checkout itself: record_dirs already looked there.
+    _installed_from(monkeypatch, {"url": copy.as_uri(), "dir_info": {"editable": True}})
+    assert load_record("run") is None
+    _installed_from(monkeypatch, None)
+    assert load_record("run") is None
+
+
+def test_record_url_of_a_git_install(monkeypatch):
+    # pip's record of `eigprec-book @ git+https://github.com/o/r@ref#subdirectory=bookpkg`
+    info = {
+        "url": "https://github.com/o/r.git",
+        "vcs_info": {"vcs": "git", "commit_id": "a" * 40, "requested_revision": "ref"},
+        "subdirectory": "bookpkg",
+    }
+    _installed_from(monkeypatch, info)
+    assert book_module.record_source("x.json") == (
+        f"https://raw.githubusercontent.com/o/r/{'a' * 40}/book/data/x.json"
+    )
+    _installed_from(monkeypatch, {**info, "url": "https://example.org/o/r"})
+    assert book_module.record_source("x.json") is None  # only GitHub's raw files are known
+
+
+def test_load_record_offline_says_so(monkeypatch, capsys):
+    info = {"url": "https://github.com/o/r", "vcs_info": {"vcs": "git", "commit_id": "b" * 40}}
+    _installed_from(monkeypatch, info)
+    monkeypatch.setattr(book_module, "record_dirs", lambda: [])
+
+    def offline(url, timeout):
+        raise OSError("Temporary failure in name resolution")
+
+    monkeypatch.setattr(book_module, "_urlopen", offline)
+    assert load_record("run") is None
+    err = capsys.readouterr().err
+    assert "run.json" in err and "Temporary failure in name resolution" in err

@@ -17,7 +17,13 @@ from eigprec_book.helpers.guards import (
     guard_records,
     live_and_recorded,
 )
-from eigprec_book.helpers.notebook import glue, load_record, progress, record_dirs
+from eigprec_book.helpers.notebook import (
+    glue,
+    load_record,
+    progress,
+    record_dirs,
+    record_source,
+)
 from eigprec_book.helpers.scale import full_scale, provenance, quick_scale, scale
 from eigprec_book.helpers.seeds import seed, seed_offset, seeds
 from eigprec_book.helpers.source import SourceListing, show_source
@@ -44,6 +50,7 @@ __all__ = [
     "provenance",
     "quick_scale",
     "record_dirs",
+    "record_source",
     "scale",
     "seed",
     "seed_offset",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 import json
 import os
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-__all__ = ["glue", "load_record", "progress", "record_dirs"]
+__all__ = ["glue", "load_record", "progress", "record_dirs", "record_source"]
 
 T = TypeVar("T")
 
@@ -143,6 +146,76 @@ def record_dirs() -> list[Path]:
     return seen
 
 
+def _direct_url() -> dict[str, Any] | None:
+    """pip's record of where ``eigprec-book`` was installed from (PEP 610), or None."""
+    try:
+        text = importlib.metadata.distribution("eigprec-book").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return json.loads(text) if text else None
+
+
+def _urlopen(url: str, timeout: float) -> Any:
+    return urllib.request.urlopen(url, timeout=timeout)
+
+
+def record_source(filename: str) -> Path | str | None:
+    """Where a record lives in the source the book's package was installed from.
+
+    In Colab a chapter runs in an empty folder: the records are not beside it, but the
+    package was installed from the book's repository (``git+https://github.com/...``,
+    pinned to the commit the pages were built from) or from a checkout's folder. pip
+    notes which (``direct_url.json``); the record is that source's ``book/data/<filename>``.
+
+    Args:
+        filename: the record's file name, e.g. ``"eig_gpu.json"``.
+
+    Returns:
+        A local path (an install from a folder), an ``https://raw.githubusercontent.com``
+        URL at the installed commit (an install from GitHub), or None: an editable install
+        (:func:`record_dirs` already covers the checkout), no pip record, or another host.
+
+    Example:
+        >>> record_source("eig_gpu.json") is None  # the book's own editable install
+        True
+    """
+    info = _direct_url()
+    if not info or info.get("dir_info", {}).get("editable"):
+        return None
+    url = urllib.parse.urlparse(info.get("url", ""))
+    if url.scheme == "file" and "dir_info" in info:
+        folder = Path(urllib.request.url2pathname(url.path))
+        for root in (folder, *folder.parents[:2]):
+            if (root / "book" / "data").is_dir():
+                return root / "book" / "data" / filename
+        return None
+    commit = info.get("vcs_info", {}).get("commit_id")
+    parts = url.path.strip("/").removesuffix(".git").split("/")
+    if url.scheme == "https" and url.netloc == "github.com" and commit and len(parts) == 2:
+        owner, repo = parts
+        return f"https://raw.githubusercontent.com/{owner}/{repo}/{commit}/book/data/{filename}"
+    return None
+
+
+def _read_source(filename: str) -> str | None:
+    source = record_source(filename)
+    if isinstance(source, Path):
+        return source.read_text(encoding="utf-8") if source.is_file() else None
+    if source is None:
+        return None
+    try:
+        with _urlopen(source, timeout=30) as response:
+            return response.read().decode("utf-8")
+    except OSError as exc:  # offline, or no such file at that commit
+        print(
+            f"load_record: {filename} is not beside this notebook and could not be fetched "
+            f"from {source} ({exc}); the cells that read it cannot run here, and the outputs "
+            "saved in the notebook are the build's.",
+            file=sys.stderr,
+        )
+        return None
+
+
 def load_record(name: str) -> dict[str, Any] | None:
     """Load a recorded result (JSON with provenance) from ``book/data/``.
 
@@ -150,8 +223,10 @@ def load_record(name: str) -> dict[str, Any] | None:
         name: the file name, with or without ``.json``.
 
     Returns:
-        The parsed JSON object, or None where no such file is found (e.g. in
-        Colab, or before anyone has recorded it).
+        The parsed JSON object, or None where no such file is found: not in
+        :func:`record_dirs`, nor in the source the package was installed from
+        (:func:`record_source`; Colab reads it from the repository at the installed
+        commit, and says so on stderr when it cannot), nor recorded by anyone yet.
 
     Raises:
         TypeError: if ``name`` is not a string.
@@ -170,8 +245,13 @@ def load_record(name: str) -> dict[str, Any] | None:
     for directory in record_dirs():
         path = directory / filename
         if path.is_file():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError(f"{path} must hold a JSON object, not {type(data).__name__}")
-            return data
-    return None
+            return _as_record(path.read_text(encoding="utf-8"), path)
+    text = _read_source(filename)  # Colab: from the source the package was installed from
+    return None if text is None else _as_record(text, record_source(filename))
+
+
+def _as_record(text: str, where: object) -> dict[str, Any]:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must hold a JSON object, not {type(data).__name__}")
+    return data

@@ -62,3 +62,13 @@ def test_paired_ratios_pair_the_same_seed_of_the_same_seed_set():
 def test_an_unknown_setting_is_refused_by_name():
     with pytest.raises(KeyError):
         advice.setting_of({"kind": "precision", "arm": "medium"})
+
+
+def test_every_line_has_a_short_unique_label_for_the_tables():
+    # The advice page's table shows labels, the prose the full lines (a line in a table cell
+    # that does not wrap made the table 2236 px wide on a 688 px column).
+    labels = [line.label for line in advice.LINES]
+    assert len(set(labels)) == len(labels)
+    assert all(0 < len(label) <= 30 for label in labels), labels
+    rows = [v["label"] for v in advice.validate([])]
+    assert rows == labels

@@ -143,6 +143,7 @@ class Line:
         holds: ``holds(settings)`` -> whether the line held on one cell (``settings``: the
             cell's rows by setting label).
         evidence: ``evidence(settings)`` -> the number the tables print for the cell.
+        label: a few words for a table's narrow column.
     """
 
     name: str
@@ -150,6 +151,7 @@ class Line:
     needs: tuple[str, ...]
     holds: Callable[[dict[str, list[dict[str, Any]]]], bool]
     evidence: Callable[[dict[str, list[dict[str, Any]]]], float]
+    label: str
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -187,6 +189,7 @@ LINES: tuple[Line, ...] = (
         ("float64, clip 10×", "'highest', clip 10×", "'high', clip 10×"),
         _no_harm("float64, clip 10×", "'highest', clip 10×", "'high', clip 10×"),
         _worst_jump("float64, clip 10×", "'highest', clip 10×", "'high', clip 10×"),
+        label="clip 10×",
     ),
     Line(
         "factor updates at 'highest', not 'high': median peak at most 1.1× 'high''s",
@@ -194,6 +197,7 @@ LINES: tuple[Line, ...] = (
         ("'highest'", "'high'"),
         _ratio_at_most("'highest'", "'high'", NOISE),
         _ratio("'highest'", "'high'"),
+        label="'highest' over 'high'",
     ),
     Line(
         "'high' + float64 eigenvalues: median peak below 'highest''s",
@@ -201,6 +205,7 @@ LINES: tuple[Line, ...] = (
         ("'high' + float64 eigenvalues", "'highest'"),
         _ratio_at_most("'high' + float64 eigenvalues", "'highest'", 1.0),
         _ratio("'high' + float64 eigenvalues", "'highest'"),
+        label="'high' + float64 eigenvalues",
     ),
     Line(
         "'highest'/'high' (0.4.0's defaults): median peak at most 1.1× 'highest''s",
@@ -208,6 +213,7 @@ LINES: tuple[Line, ...] = (
         ("'highest'/'high'", "'highest'"),
         _ratio_at_most("'highest'/'high'", "'highest'", NOISE),
         _ratio("'highest'/'high'", "'highest'"),
+        label="split precisions",
     ),
     Line(
         "float32 is no cure: unclipped, 'highest' harmed in some run",
@@ -215,6 +221,7 @@ LINES: tuple[Line, ...] = (
         ("'highest'",),
         lambda s: cell_summary(s["'highest'"])["harmed"] > 0,
         lambda s: float(cell_summary(s["'highest'"])["harmed"]),
+        label="float32 no cure",
     ),
 )
 
@@ -227,9 +234,10 @@ def validate(rows: Iterable[dict[str, Any]], lines: Sequence[Line] = LINES) -> l
     taken out.
 
     Returns:
-        One dict per line: ``"line"``, ``"held"`` (``{"map": [keys], "held-out": [...]}``),
-        ``"failed"`` (likewise), ``"evidence"`` (``{key: number}``) and ``"in box"`` (it
-        held on every cell, of both kinds, where it applied, and applied somewhere held-out).
+        One dict per line: ``"line"``, ``"label"``, ``"held"`` (``{"map": [keys],
+        "held-out": [...]}``), ``"failed"`` (likewise), ``"evidence"`` (``{key: number}``) and
+        ``"in box"`` (it held on every cell, of both kinds, where it applied, and applied
+        somewhere held-out).
 
     Example:
         >>> row = {"cells": "map", "method": "REKLS", "shape": [8, 4], "lr": 0.1,
@@ -255,6 +263,7 @@ def validate(rows: Iterable[dict[str, Any]], lines: Sequence[Line] = LINES) -> l
         out.append(
             {
                 "line": line.name,
+                "label": line.label,
                 "held": held,
                 "failed": failed,
                 "evidence": evidence,

@@ -223,10 +223,10 @@ def load_record(name: str) -> dict[str, Any] | None:
         name: the file name, with or without ``.json``.
 
     Returns:
-        The parsed JSON object, or None where no such file is found: not in
+        The parsed JSON object, or None where no such file is found (not in
         :func:`record_dirs`, nor in the source the package was installed from
         (:func:`record_source`; Colab reads it from the repository at the installed
-        commit, and says so on stderr when it cannot), nor recorded by anyone yet.
+        commit, and says so on stderr when it cannot), nor recorded by anyone yet).
 
     Raises:
         TypeError: if ``name`` is not a string.

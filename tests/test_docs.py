@@ -137,3 +137,28 @@ def test_no_docstring_grows_past_40_lines():
 def test_docstring_lines_count_modules_classes_and_functions():
     tree = ast.parse('"""a\nb"""\nclass C:\n    """c"""\n    def f(self):\n        """d\n\ne"""\n')
     assert _docstring_lines(tree) == {"<module>": 2, "C": 1, "f": 3}
+
+
+def _returns_types(doc: str) -> list[str]:
+    """The types Napoleon (the API page's docstring reader) finds in a Returns section."""
+    napoleon = pytest.importorskip("sphinx.ext.napoleon")
+    config = napoleon.Config(napoleon_use_rtype=True)
+    lines = str(napoleon.GoogleDocstring(doc, config)).splitlines()
+    return [line.split(":rtype:", 1)[1].strip() for line in lines if line.startswith(":rtype:")]
+
+
+def test_returns_sections_are_not_read_as_types():
+    # "Returns: The parsed JSON object, or None where ...: ..." was read as the type "The
+    # parsed JSON object, ..." (a colon on the section's first line), and the strict build's
+    # -n failed on the reference. The signatures carry the types; a Returns type, where a
+    # docstring gives one, is a name or a union of names.
+    assert _returns_types("Returns:\n    The object, or None where absent: not here.\n")
+    type_like = re.compile(r"^[\w.\[\], |`~:]+$")
+    bad = {
+        _id((package, name)): types
+        for package, name in PUBLIC
+        if callable(getattr(package, name))
+        for types in [_returns_types(_doc(name, package))]
+        if any(not type_like.match(t) or len(t.split()) > 4 for t in types)
+    }
+    assert not bad, bad

@@ -186,3 +186,29 @@ def test_main_fails_on_an_unrendered_table(site, capsys):
     (site / "book" / "raw.html").write_text(RAW_TABLE_PAGE)
     assert check_site.main([str(site)]) == 1
     assert "unrendered Markdown table" in capsys.readouterr().out
+
+
+# A role inside glued Markdown (the advice page's key results glued "({ref}`da-held-out`)"):
+# MyST-NB rendered it as the text "{ref}" and the target as inline code.
+RAW_ROLE_PAGE = """<html><body><p>held on every cell (<em>clip</em>) ({ref}<code class="docutils
+literal notranslate"><span class="pre">da-held-out</span></code>).</p></body></html>"""
+QUOTED_ROLE_PAGE = """<html><body><p>In a chapter write <code>{glue:text}`answer`</code>;
+a set such as {1, 2} or {x} in prose is not a role.</p>
+<pre>{ref}`a-label`</pre></body></html>"""
+
+
+def test_unrendered_role_is_reported(site):
+    (site / "book" / "raw.html").write_text(RAW_ROLE_PAGE)
+    problems = check_site.check_roles(site)
+    assert problems == ["book/raw.html: unrendered MyST role '{ref}' (raw text in the page)"]
+
+
+def test_roles_quoted_as_code_pass(site):
+    (site / "book" / "ok.html").write_text(QUOTED_ROLE_PAGE)
+    assert check_site.check_roles(site) == []
+
+
+def test_main_fails_on_an_unrendered_role(site, capsys):
+    (site / "book" / "raw.html").write_text(RAW_ROLE_PAGE)
+    assert check_site.main([str(site)]) == 1
+    assert "unrendered MyST role" in capsys.readouterr().out

@@ -9,6 +9,8 @@
 - **Tables**: no page may show a Markdown table as raw text — a line such as
   ``|---|---:|`` outside ``<pre>``/``<code>`` means the table did not parse (for example an
   unescaped ``|`` in a header cell split the header into more cells than the rule has).
+- **Roles**: no page may show a MyST role as raw text (``{ref}``, ``{doc}``, ``{glue:text}``
+  … outside code), as a role inside glued Markdown is shown.
 - **Colab and Download** (with ``--config``): every chapter page built from a notebook
   (``<page>.md``, a MyST Markdown notebook) has a launch link to
   ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/<path>`` for the
@@ -107,6 +109,28 @@ def check_tables(site: Path) -> list[str]:
             continue
         for line in unrendered_tables(path.read_text(encoding="utf-8", errors="replace")):
             problems.append(f"{rel}: unrendered Markdown table (raw text {line[:60]!r})")
+    return problems
+
+
+# A MyST role left as text: ``{name}`` with a role's name, outside code (a role inside glued
+# Markdown is not parsed, and the target shows as inline code after the literal "{ref}").
+_RAW_ROLE = re.compile(
+    r"\{(?:ref|doc|numref|term|eq|cite(?::[a-z]+)?|glue(?::[a-z]+)?|py:[a-z]+|math|download"
+    r"|abbr|sub|sup)\}"
+)
+
+
+def check_roles(site: Path) -> list[str]:
+    """Pages that show a MyST role as raw text (``{ref}`` before its target)."""
+    problems = []
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site).as_posix()
+        if rel.startswith(("_static/", "_sources/")):
+            continue
+        collector = _TextCollector()
+        collector.feed(path.read_text(encoding="utf-8", errors="replace"))
+        for role in dict.fromkeys(_RAW_ROLE.findall("".join(collector.chunks))):
+            problems.append(f"{rel}: unrendered MyST role {role!r} (raw text in the page)")
     return problems
 
 
@@ -229,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     problems, external = check_links_and_assets(site)
     problems += check_tables(site)
+    problems += check_roles(site)
     colab: list[str] = []
     if args.config:
         colab_problems, colab = check_colab(site, args.config)

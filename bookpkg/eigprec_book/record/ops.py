@@ -474,12 +474,14 @@ def run(args: argparse.Namespace) -> int:
     """Measure and write the record, or refuse with exit status 2.
 
     Args:
-        args: parsed options (``out``, ``budget``, ``limit``, ``dry_run``).
+        args: parsed options (``out``, ``budget``, ``limit``, ``dry_run``; optionally
+            ``max_samples`` and ``op_seconds``, the per-operator bounds of :func:`sweep`).
 
     Returns:
         0 when written, 2 when refused (no CUDA GPU, a non-positive budget or limit).
     """
     max_samples = getattr(args, "max_samples", MAX_SAMPLES)
+    op_seconds = getattr(args, "op_seconds", OP_SECONDS)
     if not args.budget > 0 or (args.limit is not None and args.limit < 1) or max_samples < 1:
         print(
             "eigprec_book.record ops: --budget, --limit and --max-samples must be positive",
@@ -509,7 +511,9 @@ def run(args: argparse.Namespace) -> int:
     if dry:
         max_samples = min(max_samples, DRY_MAX_SAMPLES)
     sizes = DRY_SIZES if dry else SIZES
-    body = sweep(device, sizes, args.budget, limit, partial, max_samples=max_samples)
+    body = sweep(
+        device, sizes, args.budget, limit, partial, max_samples=max_samples, op_seconds=op_seconds
+    )
     record = {**head, **body, "partial": False}
     validate_record(record)
     path = write_record(record, args.out)

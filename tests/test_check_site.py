@@ -171,7 +171,7 @@ RENDERED_TABLE_PAGE = """<html><body><table><thead><tr><th>dtype</th><th>|tr W â
 
 def test_unrendered_table_is_reported(site):
     (site / "book" / "raw.html").write_text(RAW_TABLE_PAGE)
-    problems = check_site.check_tables(site)
+    problems = check_site.check_raw_markup(site)
     assert len(problems) == 1, problems
     assert problems[0].startswith("book/raw.html: unrendered Markdown table")
     assert "|---|---|---:|" in problems[0]
@@ -179,7 +179,7 @@ def test_unrendered_table_is_reported(site):
 
 def test_rendered_tables_and_verbatim_rules_pass(site):
     (site / "book" / "ok.html").write_text(RENDERED_TABLE_PAGE)
-    assert check_site.check_tables(site) == []
+    assert check_site.check_raw_markup(site) == []
 
 
 def test_main_fails_on_an_unrendered_table(site, capsys):
@@ -199,13 +199,23 @@ a set such as {1, 2} or {x} in prose is not a role.</p>
 
 def test_unrendered_role_is_reported(site):
     (site / "book" / "raw.html").write_text(RAW_ROLE_PAGE)
-    problems = check_site.check_roles(site)
+    problems = check_site.check_raw_markup(site)
     assert problems == ["book/raw.html: unrendered MyST role '{ref}' (raw text in the page)"]
 
 
 def test_roles_quoted_as_code_pass(site):
     (site / "book" / "ok.html").write_text(QUOTED_ROLE_PAGE)
-    assert check_site.check_roles(site) == []
+    assert check_site.check_raw_markup(site) == []
+
+
+def test_a_page_with_a_raw_table_and_a_raw_role_reports_both(site):
+    page = RAW_TABLE_PAGE.replace("</section>", "</section>" + RAW_ROLE_PAGE[12:-14])
+    (site / "book" / "raw.html").write_text(page)
+    problems = check_site.check_raw_markup(site)
+    assert [p.split(": ")[1].split(" (")[0] for p in problems] == [
+        "unrendered Markdown table",
+        "unrendered MyST role '{ref}'",
+    ], problems
 
 
 def test_main_fails_on_an_unrendered_role(site, capsys):

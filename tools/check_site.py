@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -92,24 +93,11 @@ class _TextCollector(HTMLParser):
             self.chunks.append(data)
 
 
-def unrendered_tables(html: str) -> list[str]:
-    """Lines of running text that are a Markdown table's delimiter row (an unparsed table)."""
+def running_text(html: str) -> str:
+    """A page's text outside verbatim elements (code, scripts), where raw MyST would show."""
     collector = _TextCollector()
     collector.feed(html)
-    text = "".join(collector.chunks)
-    return [line.strip() for line in text.splitlines() if _TABLE_RULE.match(line)]
-
-
-def check_tables(site: Path) -> list[str]:
-    """Pages that show a Markdown table as raw text."""
-    problems = []
-    for path in sorted(site.rglob("*.html")):
-        rel = path.relative_to(site).as_posix()
-        if rel.startswith(("_static/", "_sources/")):
-            continue
-        for line in unrendered_tables(path.read_text(encoding="utf-8", errors="replace")):
-            problems.append(f"{rel}: unrendered Markdown table (raw text {line[:60]!r})")
-    return problems
+    return "".join(collector.chunks)
 
 
 # A MyST role left as text: ``{name}`` with a role's name, outside code (a role inside glued
@@ -120,18 +108,39 @@ _RAW_ROLE = re.compile(
 )
 
 
-def check_roles(site: Path) -> list[str]:
-    """Pages that show a MyST role as raw text (``{ref}`` before its target)."""
-    problems = []
+def _pages_text(site: Path) -> Iterator[tuple[str, str]]:
+    """(path relative to the site, running text) of each page, Sphinx's own folders left out."""
     for path in sorted(site.rglob("*.html")):
         rel = path.relative_to(site).as_posix()
-        if rel.startswith(("_static/", "_sources/")):
-            continue
-        collector = _TextCollector()
-        collector.feed(path.read_text(encoding="utf-8", errors="replace"))
-        for role in dict.fromkeys(_RAW_ROLE.findall("".join(collector.chunks))):
-            problems.append(f"{rel}: unrendered MyST role {role!r} (raw text in the page)")
-    return problems
+        if not rel.startswith(("_static/", "_sources/")):
+            yield rel, running_text(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _table_problems(rel: str, text: str) -> list[str]:
+    return [
+        f"{rel}: unrendered Markdown table (raw text {line.strip()[:60]!r})"
+        for line in text.splitlines()
+        if _TABLE_RULE.match(line)
+    ]
+
+
+def _role_problems(rel: str, text: str) -> list[str]:
+    return [
+        f"{rel}: unrendered MyST role {role!r} (raw text in the page)"
+        for role in dict.fromkeys(_RAW_ROLE.findall(text))
+    ]
+
+
+def check_raw_markup(site: Path) -> list[str]:
+    """Pages showing MyST as raw text: a Markdown table or a role (``{ref}`` before its target).
+
+    Each page is parsed once for both.
+    """
+    return [
+        problem
+        for rel, text in _pages_text(site)
+        for problem in _table_problems(rel, text) + _role_problems(rel, text)
+    ]
 
 
 def parse(path: Path) -> _Page:
@@ -252,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"site check: {site}/index.html does not exist; build the book first")
         return 1
     problems, external = check_links_and_assets(site)
-    problems += check_tables(site)
-    problems += check_roles(site)
+    problems += check_raw_markup(site)
     colab: list[str] = []
     if args.config:
         colab_problems, colab = check_colab(site, args.config)
@@ -264,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"site check: {pages} pages, {len(problems)} problems; internal links and anchors "
         f"resolved, {external} external links not fetched (offline), no network assets, "
-        "no unrendered tables" + (f"; Colab buttons checked: {len(colab)}" if args.config else "")
+        "no raw MyST (tables, roles)"
+        + (f"; Colab buttons checked: {len(colab)}" if args.config else "")
     )
     for url in colab:
         print(f"  colab: {url}")

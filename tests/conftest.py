@@ -8,6 +8,8 @@ at run time. Providing that one name lets the cross-check run on 3.11 as well.
 import importlib
 import importlib.machinery
 import importlib.util
+import os
+import pickle
 import sys
 import sysconfig
 import typing
@@ -28,6 +30,38 @@ if sys.version_info < (3, 12) and not hasattr(typing, "override"):
     typing.override = _override
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, produce):
+    """``produce()``, computed by one pytest-xdist worker and shared with the others.
+
+    Under xdist every worker builds its own module- and session-scoped fixtures, so an
+    expensive one (a Chromium session over the fixture site, a minute) was built by two or
+    three workers of `make unit`. The first worker to ask computes it and pickles it into the
+    run's shared temporary folder; the others wait on a file lock and read it back. Without
+    xdist this is ``produce()``. A ``produce`` that raises (or skips) leaves nothing behind,
+    so the next worker tries again and meets the same error.
+
+    Args:
+        tmp_path_factory: pytest's fixture of that name.
+        name: what the value is, unique in the suite (the pickle's file name).
+        produce: builds the value; it must pickle, and paths in it stay valid for the run.
+
+    Returns:
+        The value, equal in every worker.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return produce()
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / f"once-per-run-{name}.pickle"
+    with FileLock(f"{shared}.lock"):
+        if shared.is_file():
+            return pickle.loads(shared.read_bytes())
+        value = produce()
+        shared.write_bytes(pickle.dumps(value))
+        return value
+
 
 #: What the book's Sphinx extensions (book/_ext) import beyond the package.
 BOOK_EXTENSION_TOOLS = ("sphinx", "pybtex", "sphinxcontrib.bibtex")

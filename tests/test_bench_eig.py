@@ -12,6 +12,8 @@ from eigprec_book.record.cli import COMMANDS, build_parser, main
 
 from eigprec.timing import time_side_by_side
 
+from .conftest import once_per_run
+
 
 def test_eig_subcommand_registered():
     assert COMMANDS["eig"][0] == "eigprec_book.record.eig"
@@ -41,7 +43,11 @@ def test_time_side_by_side_validates_and_measures():
 
 
 @pytest.fixture(scope="module")
-def cpu_record():
+def cpu_record(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "eig-cpu-record", _cpu_record)
+
+
+def _cpu_record():
     # No GPU here: the recorder's whole bookkeeping on the CPU, with tiny sizes, so the JSON
     # layout, the derived ratios and the report are exercised before a GPU run needs them.
     from eigprec_book.record import eig as bench_eig

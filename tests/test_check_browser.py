@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, chromium_or_skip
+from .conftest import ROOT, chromium_or_skip, once_per_run
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
@@ -247,8 +247,11 @@ def reports(tmp_path_factory):
     (site / "pic.png").write_bytes(PNG)
     (site / "mathjax").symlink_to(mathjax, target_is_directory=True)
     shots = Path(__file__).resolve().parents[1] / "_build" / "fixture-screenshots"
-    found = check_browser.check_site(site, shots, executable)
-    return {r.page: r for r in found}
+
+    def check() -> dict:
+        return {r.page: r for r in check_browser.check_site(site, shots, executable)}
+
+    return once_per_run(tmp_path_factory, "browser-fixture-site", check)
 
 
 def test_every_page_is_checked(reports):

@@ -23,13 +23,19 @@ from eigprec_book.chapters.degeneracy.training import Regression, Setting, _Trai
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .conftest import once_per_run
+
 SMALL = {"spike_step": 12, "window": 4, "k": 2, "batch": 16}
 
 
 @pytest.fixture(scope="module")
-def fmap() -> FailureMap:
-    return failure_map_experiment(
-        [((12, 6), 0.1), ((6, 12), 0.1)], spike_scales=(10.0, 1e4), seeds=(0, 1), **SMALL
+def fmap(tmp_path_factory) -> FailureMap:
+    return once_per_run(
+        tmp_path_factory,
+        "failure-map-experiment",
+        lambda: failure_map_experiment(
+            [((12, 6), 0.1), ((6, 12), 0.1)], spike_scales=(10.0, 1e4), seeds=(0, 1), **SMALL
+        ),
     )
 
 

@@ -14,14 +14,20 @@ from eigprec_book.chapters.degeneracy.training_plots import (
 )
 from eigprec_book.chapters.degeneracy.transient import sensitivity_experiment, transient_experiment
 
+from .conftest import once_per_run
+
 matplotlib.use("Agg")
 SMALL = {"shape": (32, 16), "batch": 64}
 
 
 @pytest.fixture(scope="module")
-def transient():
+def transient(tmp_path_factory):
     settings = [Setting("REKLS", dtype=torch.float64), Setting("REKLS", "high")]
-    return transient_experiment(settings, spike_steps=(50, 600), window=15, **SMALL)
+    return once_per_run(
+        tmp_path_factory,
+        "transient-experiment",
+        lambda: transient_experiment(settings, spike_steps=(50, 600), window=15, **SMALL),
+    )
 
 
 def test_early_spike_fails_late_spike_does_not(transient):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, chromium_or_skip, write_page
+from .conftest import ROOT, chromium_or_skip, once_per_run, write_page
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_browser
@@ -69,6 +69,11 @@ FIGURE_NOTEBOOK = {
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    # Read only by the tests: one build serves every worker.
+    return once_per_run(tmp_path_factory, "offline-book-site", lambda: _build(tmp_path_factory))
+
+
+def _build(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("book")
     shutil.copy(ROOT / "_config.yml", root / "_config.yml")
     shutil.copytree(ROOT / "book" / "_ext", root / "book" / "_ext")

@@ -77,3 +77,70 @@ def test_serious_and_critical_fail_by_default():
 def test_bad_threshold_is_refused():
     with pytest.raises(ValueError, match="failing_from must be one of"):
         page_axe.axe_problems([], "severe")
+
+
+class _SilentSocket:
+    """A DevTools websocket whose browser never answers (Chromium busy or hung)."""
+
+    def __init__(self):
+        self.timeouts = []
+
+    def send(self, data):
+        pass
+
+    def settimeout(self, seconds):
+        self.timeouts.append(seconds)
+
+    def recv(self):
+        import websocket
+
+        raise websocket.WebSocketTimeoutException("Connection timed out")
+
+
+def test_a_call_chromium_does_not_answer_names_the_call_and_its_wait():
+    # make test on Python 3.12, beside the matrix run (load 5 on 2 cores): axe-core's run on a
+    # page took over the 30-s wait, and the check died with websocket's bare
+    # "Connection timed out" traceback, naming neither the page nor what it waited for.
+    import browser_driver
+
+    client = browser_driver.DevTools.__new__(browser_driver.DevTools)
+    client._ws, client._next_id, client.events = _SilentSocket(), 0, []
+    with pytest.raises(
+        TimeoutError, match=r"Runtime\.evaluate: no answer from Chromium within 7 s"
+    ):
+        client.call("Runtime.evaluate", wait_s=7.0, expression="1")
+    assert client._ws.timeouts[-1] == 7.0
+    with pytest.raises(TimeoutError, match=r"Page\.navigate: .* within 30 s"):
+        client.call("Page.navigate", url="about:blank")  # the default wait
+
+
+class _RecordingClient:
+    def __init__(self):
+        self.waits = []
+
+    def call(self, method, wait_s=None, **params):
+        self.waits.append(wait_s)
+        if "typeof axe" in params["expression"]:
+            return {"result": {"value": "object"}}
+        return {"result": {"value": []}}
+
+
+def test_axe_gets_longer_than_a_page_load_to_run():
+    client = _RecordingClient()
+    assert page_axe.run_axe(client) == []
+    assert client.waits[-1] == page_axe.AXE_TIMEOUT_S >= 120
+
+
+def test_a_page_whose_axe_run_times_out_is_a_page_problem(monkeypatch):
+    import check_browser
+
+    def slow(client, dark=False):
+        raise TimeoutError("Runtime.evaluate: no answer from Chromium within 180 s")
+
+    monkeypatch.setattr(check_browser, "run_axe", slow)
+    report = check_browser.PageReport(page="book/x.html")
+    check_browser._check_axe(report, object(), "serious")
+    assert (
+        report.problems == ["axe-core: Runtime.evaluate: no answer from Chromium within 180 s"]
+        and report.axe is None
+    )

@@ -83,13 +83,29 @@ class DevTools:
     def close(self) -> None:
         self._ws.close()
 
-    def call(self, method: str, **params: object) -> dict:
+    def call(self, method: str, wait_s: float | None = None, **params: object) -> dict:
+        """Send one DevTools command and return its result.
+
+        ``wait_s``: how long to wait for the answer (default :data:`PAGE_TIMEOUT_S`); a
+        ``TimeoutError`` naming the command and the wait when none comes (on a loaded
+        machine a long script, such as axe-core's run on a large page, took over 30 s).
+        Events that arrive meanwhile are kept in :attr:`events`.
+        """
+        import websocket
+
+        wait = PAGE_TIMEOUT_S if wait_s is None else wait_s
         self._next_id += 1
         msg_id = self._next_id
         self._ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
-        self._ws.settimeout(PAGE_TIMEOUT_S)  # wait_for may have left a short one
+        self._ws.settimeout(wait)  # wait_for may have left a short one
         while True:
-            msg = json.loads(self._ws.recv())
+            try:
+                raw = self._ws.recv()
+            except (websocket.WebSocketTimeoutException, TimeoutError) as exc:
+                raise TimeoutError(
+                    f"{method}: no answer from Chromium within {wait:.0f} s"
+                ) from exc
+            msg = json.loads(raw)
             if msg.get("id") == msg_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method} failed: {msg['error']}")

@@ -48,6 +48,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -217,6 +218,19 @@ def redirect_target(site: Path, page: str) -> str | None:
     return (Path(page).parent / match.group(1).split("#")[0]).as_posix()
 
 
+def _check_axe(report: PageReport, client: Any, axe_fail: str) -> None:
+    """axe-core's rules in the light and dark theme; a run that fails or gets no answer in
+    :data:`page_axe.AXE_TIMEOUT_S` is a problem of the page, named, not a crash of the check."""
+    try:
+        report.axe = run_axe(client) + run_axe(client, dark=True)
+    except TimeoutError as exc:
+        report.problems.append(f"axe-core: {exc}")
+    except RuntimeError as exc:
+        report.problems.append(str(exc))
+    else:
+        report.problems += axe_problems(report.axe, axe_fail)
+
+
 def check_page(
     client: DevTools, base_url: str, page: str, shots: Path | None, axe_fail: str | None = None
 ) -> PageReport:
@@ -251,12 +265,7 @@ def check_page(
         context = seen["text"][max(0, match.start() - 30) : match.end() + 30].replace("\n", " ")
         report.problems.append(f"raw math in the visible text: …{context}…")
     if axe_fail is not None:
-        try:
-            report.axe = run_axe(client) + run_axe(client, dark=True)
-        except RuntimeError as exc:
-            report.problems.append(str(exc))
-        else:
-            report.problems += axe_problems(report.axe, axe_fail)
+        _check_axe(report, client, axe_fail)
     if shots is not None:
         height = min(max(seen["height"], 600), SCREENSHOT_MAX_HEIGHT)
         # Make the viewport as tall as the page rather than capturing beyond it: with

@@ -48,7 +48,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -218,7 +217,7 @@ def redirect_target(site: Path, page: str) -> str | None:
     return (Path(page).parent / match.group(1).split("#")[0]).as_posix()
 
 
-def _check_axe(report: PageReport, client: Any, axe_fail: str) -> None:
+def _check_axe(report: PageReport, client: DevTools, axe_fail: str) -> None:
     """axe-core's rules in the light and dark theme; a run that fails or gets no answer in
     :data:`page_axe.AXE_TIMEOUT_S` is a problem of the page, named, not a crash of the check."""
     try:

@@ -1,8 +1,9 @@
 """eigprec.eig.ops.isolated: whether λ_k is a cluster of one in every batch entry.
 
-On the CPU a batch of more than 128 eigenvalues is decided in NumPy (issue 49: the torch
-operators cost 61 µs beside a 660-µs eigh + backward at 64 × 8, most of "mean"'s 1.19×); the
-decisions must be the ones the torch operators gave, in the eigenvalues' own precision.
+A batch of more than 128 eigenvalues, or one with a given tolerance, is decided in NumPy (issue
+49: the torch operators it replaced cost 61 µs beside a 660-µs eigh + backward at 64 × 8, most
+of "mean"'s 1.19×); the decisions must be the ones those operators gave, in the eigenvalues'
+own precision.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from eigprec.eig.ops import isolated
 
 
 def _by_torch_operators(w: torch.Tensor, k: int, cluster_tol: float) -> bool:
-    """The rule as torch operators compute it (the path for batches past 128 eigenvalues)."""
+    """The rule as the torch operators that the NumPy step replaced computed it (the reference)."""
     n = w.shape[-1]
     if math.isnan(cluster_tol):
         tol = tolerance_scale(w, refined=False) * w.abs().amax(dim=-1, keepdim=True)

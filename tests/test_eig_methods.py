@@ -153,6 +153,29 @@ def test_subset_reports_lapack_failure_as_nan(monkeypatch):
     assert torch.isnan(lam[1]) and torch.isfinite(lam[[0, 2]]).all()
 
 
+@pytest.mark.parametrize("batch", [(), (1,), (1, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_matrix_value_path_is_the_loops(batch, dtype, monkeypatch):
+    # Issue 49: one matrix without a vector skips the loop and its buffers (1 x 8 forward);
+    # its value, shape and dtype must be the loop's, and a LAPACK failure still NaN.
+    from eigprec.eig import lapack as driver
+
+    A = random_symmetric((3,), 8, dtype=dtype, seed=5)
+    for i in range(3):
+        a = A[i].reshape(*batch, 8, 8).numpy()
+        lam, q = driver.solve(a, 2, True, vectors=False)
+        looped, _ = driver.solve(np.stack([a.reshape(8, 8)] * 2), 2, True, vectors=False)
+        assert q is None and lam.shape == batch and lam.dtype == dtype
+        assert float(lam.reshape(())) == float(looped[0])
+    from scipy.linalg import lapack
+
+    name = "ssyevr" if dtype == torch.float32 else "dsyevr"
+    real = getattr(lapack, name)
+    monkeypatch.setattr(lapack, name, lambda *args: (*real(*args)[:4], 2))
+    lam, _ = driver.solve(A[0].reshape(*batch, 8, 8).numpy(), 2, True, vectors=False)
+    assert lam.shape == batch and torch.isnan(lam).all()
+
+
 # ----------------------------------------------------------------------------- issue 12, item 8
 
 

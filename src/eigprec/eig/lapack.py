@@ -97,6 +97,12 @@ def solve(a: np.ndarray, k: int, lower: bool, vectors: bool) -> tuple[Tensor, Te
     # eigenvalue is then as accurate as the full solver's. lwork/liwork are the documented
     # minima (26n, 10n); a workspace query per matrix would cost as much as it saves.
     lwork, liwork = 26 * n, 10 * n
+    if mats.shape[0] == 1 and not vectors:  # one value: no buffers, no loop (issue 49, 1 × 8)
+        w, _, _, _, info = syevr(
+            mats[0], 0, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, lwork, liwork, 0
+        )
+        lam1 = w[:1] if info == 0 else np.full(1, np.nan, dtype=mats.dtype)
+        return torch.from_numpy(lam1.reshape(batch)), None
     for i in range(mats.shape[0]):
         w, z, _, _, info = syevr(
             mats[i], jobz, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, lwork, liwork, 0

@@ -24,7 +24,6 @@ from eigprec.eig.core import (
     clarke_factor,
     clarke_gradient,
     cluster_weights,
-    default_tolerance,
     tolerance_scale,
 )
 
@@ -94,20 +93,30 @@ def _eigh(A: Tensor, lower: bool, backend: str) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------- custom ops
 
 
-def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float | None:
-    """The cluster tolerance, a Python float or ``(..., 1)`` per matrix; None: the default.
+def _decoded(cluster_tol: float) -> tuple[float, bool] | None:
+    """The op's one float tolerance argument decoded: None for the default rule, else
+    ``(value, relative)``.
 
-    The op's one float argument encodes three cases: NaN — the default rule
-    (:func:`eigprec.eig.core.cluster_breaks`); ≥ 0 — that absolute tolerance; < 0 —
-    ``-cluster_tol · max|λ|`` per matrix (the relative tolerance ``cluster_rtol``). A user's
-    absolute tolerance stays a Python scalar: turning it into a CUDA tensor would be a
-    blocking host-to-device copy.
+    NaN: the default rule (:func:`eigprec.eig.core.cluster_breaks`); ≥ 0: that absolute
+    tolerance; < 0: the relative tolerance ``cluster_rtol`` = ``-cluster_tol``, which
+    ``relative`` says to multiply by each matrix's max|λ|.
     """
     if math.isnan(cluster_tol):
         return None
-    if cluster_tol < 0:
-        return -cluster_tol * w.abs().amax(dim=-1, keepdim=True)
-    return cluster_tol
+    return (-cluster_tol, True) if cluster_tol < 0 else (cluster_tol, False)
+
+
+def _tolerance(w: Tensor, cluster_tol: float) -> Tensor | float | None:
+    """The cluster tolerance, a Python float or ``(..., 1)`` per matrix; None: the default.
+
+    A user's absolute tolerance stays a Python scalar: turning it into a CUDA tensor would be
+    a blocking host-to-device copy.
+    """
+    decoded = _decoded(cluster_tol)
+    if decoded is None:
+        return None
+    value, relative = decoded
+    return value * w.abs().amax(dim=-1, keepdim=True) if relative else value
 
 
 def _mean_weights(A: Tensor, w: Tensor, V: Tensor, k: int, lower: bool, cluster_tol: float):
@@ -197,11 +206,20 @@ def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
 
     The default rule breaks wherever the computed gap exceeds the plain tolerance, whatever
     the refined gap (:func:`eigprec.eig.core.cluster_breaks`); a user's tolerance is
-    compared with computed gaps alone. Asks the host: CPU only. A small batch is read into
-    Python (``tolist``, no operator): beside a small ``eigh`` each operator costs a few %.
+    compared with computed gaps alone. For CPU eigenvalues outside autograd (its callers: the
+    eager CPU forward of ``"mean"`` and :func:`eigprec.eig.kth._thin`); no torch operator
+    runs: beside a small ``eigh`` each one costs a few %. A small batch under the default
+    rule is read into Python floats (``tolist``); a larger one, or a given tolerance, is
+    decided in NumPy in ``w``'s precision, as torch operators would decide it (at 64 × 8
+    eight of them took 61 µs, the NumPy step 21 µs; issue 49).
+
+    Raises:
+        TypeError, RuntimeError: from ``Tensor.numpy`` for a ``w`` off the CPU or requiring
+            grad.
     """
     n = w.shape[-1]
-    if math.isnan(cluster_tol) and w.dim() <= 2 and w.numel() <= 128:
+    decoded = _decoded(cluster_tol)
+    if decoded is None and w.dim() <= 2 and w.numel() <= 128:
         scale = tolerance_scale(w, refined=False)
         for row in w.tolist() if w.dim() == 2 else [w.tolist()]:
             tol = scale * max(map(abs, row))
@@ -211,21 +229,10 @@ def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
     lo, hi = max(k - 1, 0), min(k + 2, n)
     if hi - lo < 2:
         return True
-    if w.device.type == "cpu" and not w.requires_grad:
-        # The same rule in NumPy, in w's precision as the operators below: each torch
-        # operator cost more than the whole NumPy step (61 µs at 64 x 8, issue 49).
-        a = w.numpy()
-        if math.isnan(cluster_tol) or cluster_tol < 0:
-            unit = tolerance_scale(w, refined=False) if math.isnan(cluster_tol) else -cluster_tol
-            tol = unit * np.abs(a).max(axis=-1, keepdims=True)
-        else:
-            tol = a.dtype.type(cluster_tol)
-        near = a[..., lo:hi]
-        return bool((near[..., 1:] - near[..., :-1] > tol).all())
-    tol = _tolerance(w, cluster_tol)
-    if tol is None:
-        tol = default_tolerance(w, refined=False)[..., None]
-    near = w[..., lo:hi]
+    a = w.numpy()
+    value, relative = (tolerance_scale(w, refined=False), True) if decoded is None else decoded
+    tol = value * np.abs(a).max(axis=-1, keepdims=True) if relative else a.dtype.type(value)
+    near = a[..., lo:hi]
     return bool((near[..., 1:] - near[..., :-1] > tol).all())
 
 

@@ -86,23 +86,23 @@ def solve(a: np.ndarray, k: int, lower: bool, vectors: bool) -> tuple[Tensor, Te
     """:func:`kth_eigenpair` on a finite ``(..., n, n)`` NumPy array, no screen."""
     n = a.shape[-1]
     batch = a.shape[:-2]
-    mats = a.reshape(-1, n, n)
-    syevr = _syevr(mats.dtype)
-    lam_np = np.empty(mats.shape[0], dtype=mats.dtype)
-    q_np = np.empty((mats.shape[0], n), dtype=mats.dtype) if vectors else None
+    syevr = _syevr(a.dtype)
     uplo_lower = 1 if lower else 0
-    jobz = 1 if vectors else 0
     # Positional arguments: compute_v, range, lower, vl, vu, il, iu, abstol, lwork, liwork,
     # overwrite_a. abstol = 0 asks for LAPACK's default bisection tolerance, eps·‖T‖₁: the
     # eigenvalue is then as accurate as the full solver's. lwork/liwork are the documented
     # minima (26n, 10n); a workspace query per matrix would cost as much as it saves.
     lwork, liwork = 26 * n, 10 * n
-    if mats.shape[0] == 1 and not vectors:  # one value: no buffers, no loop (issue 49, 1 × 8)
+    if not vectors and a.size == n * n:  # one value: no buffers, no loop (issue 49, 1 × 8)
         w, _, _, _, info = syevr(
-            mats[0], 0, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, lwork, liwork, 0
+            a.reshape(n, n), 0, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, lwork, liwork, 0
         )
-        lam1 = w[:1] if info == 0 else np.full(1, np.nan, dtype=mats.dtype)
+        lam1 = w[:1] if info == 0 else np.full(1, np.nan, dtype=a.dtype)
         return torch.from_numpy(lam1.reshape(batch)), None
+    mats = a.reshape(-1, n, n)
+    lam_np = np.empty(mats.shape[0], dtype=mats.dtype)
+    q_np = np.empty((mats.shape[0], n), dtype=mats.dtype) if vectors else None
+    jobz = 1 if vectors else 0
     for i in range(mats.shape[0]):
         w, z, _, _, info = syevr(
             mats[i], jobz, "I", uplo_lower, 0.0, 1.0, k + 1, k + 1, 0.0, lwork, liwork, 0

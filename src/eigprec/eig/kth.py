@@ -92,7 +92,7 @@ def _thin(A: Tensor, k: int, lower: bool, backend: str, mean: bool) -> Tensor | 
         if not A.is_cpu or not math.isfinite(A.detach().sum().tolist()):
             return None
         w = torch.linalg.eigh(A, "L" if lower else "U").eigenvalues
-        return w[..., k] if isolated(w.detach(), k % n, math.nan) else None
+        return w[..., k] if isolated(w, k % n, math.nan) else None
     if A.is_cpu:
         if auto.cpu_uses_subset(n, A.numel() // (n * n), grad):
             if grad or not _scipy_ok():

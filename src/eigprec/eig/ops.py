@@ -201,35 +201,44 @@ def factor(A, k, lower, backend, method, subgradient, cluster_tol, steps, *, com
     return _nan_where(bad, lam.clone(), 0), _nan_where(bad, F.contiguous(), 2)
 
 
+# (dtype, n) -> tolerance_scale(w, refined=False): the plain rule's unit, asked per call.
+_PLAIN_SCALES: dict[tuple[torch.dtype, int], float] = {}
+
+
 def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
     """Whether λ_k is a cluster of one in every batch entry, from the computed gaps beside it.
 
     The default rule breaks wherever the computed gap exceeds the plain tolerance, whatever
     the refined gap (:func:`eigprec.eig.core.cluster_breaks`); a user's tolerance is
-    compared with computed gaps alone. For CPU eigenvalues outside autograd (its callers: the
-    eager CPU forward of ``"mean"`` and :func:`eigprec.eig.kth._thin`); no torch operator
-    runs: beside a small ``eigh`` each one costs a few %. A small batch under the default
-    rule is read into Python floats (``tolist``); a larger one, or a given tolerance, is
-    decided in NumPy in ``w``'s precision, as torch operators would decide it (at 64 × 8
-    eight of them took 61 µs, the NumPy step 21 µs; issue 49).
+    compared with computed gaps alone. For CPU eigenvalues sorted ascending, as ``eigh``
+    returns them (its callers: the eager CPU forward of ``"mean"`` and
+    :func:`eigprec.eig.kth._thin`); no torch operator runs: beside a small ``eigh`` each one
+    costs a few %. A small batch under the default rule is read into Python floats
+    (``tolist``); a larger one, or a given tolerance, is decided in NumPy in ``w``'s
+    precision, as torch operators would decide it (at 64 × 8 eight of them took 61 µs, the
+    NumPy step 21 µs; issue 49).
 
     Raises:
-        TypeError, RuntimeError: from ``Tensor.numpy`` for a ``w`` off the CPU or requiring
-            grad.
+        TypeError: from ``Tensor.numpy`` for a ``w`` off the CPU.
     """
-    n = w.shape[-1]
+    shape = w.shape
+    n = shape[-1]
     decoded = _decoded(cluster_tol)
-    if decoded is None and w.dim() <= 2 and w.numel() <= 128:
-        scale = tolerance_scale(w, refined=False)
-        for row in w.tolist() if w.dim() == 2 else [w.tolist()]:
-            tol = scale * max(map(abs, row))
+    if decoded is None and len(shape) <= 2 and n * (shape[0] if len(shape) == 2 else 1) <= 128:
+        key = (w.dtype, n)
+        scale = _PLAIN_SCALES.get(key)
+        if scale is None:
+            scale = _PLAIN_SCALES[key] = tolerance_scale(w, refined=False)
+        values = w.tolist()
+        for row in values if len(shape) == 2 else (values,):
+            tol = scale * max(-row[0], row[-1])  # max|λ|: w is sorted
             if (k > 0 and row[k] - row[k - 1] <= tol) or (k + 1 < n and row[k + 1] - row[k] <= tol):
                 return False
         return True
     lo, hi = max(k - 1, 0), min(k + 2, n)
     if hi - lo < 2:
         return True
-    a = w.numpy()
+    a = w.detach().numpy()
     value, relative = (tolerance_scale(w, refined=False), True) if decoded is None else decoded
     tol = value * np.abs(a).max(axis=-1, keepdims=True) if relative else a.dtype.type(value)
     near = a[..., lo:hi]

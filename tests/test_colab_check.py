@@ -154,22 +154,6 @@ def test_replace_install_url_accepts_a_pinned_install(tmp_path):
     )
 
 
-def test_replace_install_url_points_at_the_built_wheels(tmp_path):
-    # The check builds both wheels once (issue 45: each session built both from source,
-    # 15 of its 28 CPU-seconds); every setup cell then installs those files.
-    wheels = {"": tmp_path / "eigprec-1-py3-none-any.whl", "bookpkg": tmp_path / "b.whl"}
-    source = _setup()
-    replaced = colab_check.replace_install_url(source, URL, wheels)
-    expected = source.replace(f"git+{URL}#subdirectory=bookpkg", wheels["bookpkg"].as_uri())
-    assert replaced == expected.replace(f"git+{URL}", wheels[""].as_uri())
-
-
-def test_build_wheels_fails_naming_what_pip_said(tmp_path):
-    (tmp_path / "bookpkg").mkdir()  # no project in either folder
-    with pytest.raises(colab_check.ColabCheckError, match="did not build the two packages"):
-        colab_check.build_wheels(tmp_path, tmp_path / "wheels")
-
-
 @needs_kernel
 def test_the_install_cell_may_follow_markdown_cells(tmp_path):
     # A reader's notebook opens with its provenance note; the install is the first code cell.

@@ -13,12 +13,14 @@ What Colab does, and how it is imitated here without a network or a GPU:
   true and its ``%pip install`` runs.
 - The setup cell (the first code cell) installs ``git+<repository URL>``, pinned to a
   commit (``@<ref>``, the reader's notebooks of tools/reader_notebooks.py) or not (the
-  chapter sources); that is replaced by ``file://`` URLs of the two wheels that
-  ``pip wheel`` builds, once per check, from a copy of the local checkout (the files git
-  would publish: tracked and not-ignored ones), as ``pip install git+…`` builds them from
-  the repository; so the package comes from this working tree, and each session's own
-  ``%pip install`` puts it into its environment. Nothing else in the notebook changes.
-  (Each session built both from source until issue 45: 15 of a session's 28 CPU-seconds.)
+  chapter sources); that is replaced by ``file://`` and a copy of the local checkout
+  (the files git would publish: tracked and not-ignored ones), so the package comes
+  from this working tree; nothing else in the notebook changes. Each session builds both
+  from source (15 of its 28 CPU-seconds): a wheel built once would install faster, but
+  pip's record of a folder install (``direct_url.json``) is how
+  ``eigprec_book.helpers.load_record`` finds ``book/data`` there, as it finds the commit of
+  a ``git+`` install in Colab; from a wheel the pages that read records fail (tried in
+  issue 45).
 - Each notebook runs in its own empty folder (Colab's ``/content``): no ``book/data``.
 - After the last cell a check cell confirms that ``eigprec`` was imported from the
   fresh environment (installed by the setup cell) and that ``google.colab`` was seen.
@@ -34,7 +36,7 @@ What Colab does, and how it is imitated here without a network or a GPU:
 
 Usage: ``python tools/colab_check.py _build/notebooks/book/*.ipynb --workdir _build/colab``
 (``make colab-check`` runs the reader's notebooks that ``make notebooks`` wrote). Notebooks
-run side by side, one Colab session (environment, folder, kernel) each,
+run side by side, one Colab session (environment, checkout copy, folder, kernel) each,
 ``--jobs`` at once (default: one per CPU, one thread per kernel), longest first.
 """
 
@@ -91,10 +93,9 @@ def repository_url(config: Path) -> str:
     return yaml.safe_load(config.read_text())["repository"]["url"]
 
 
-def replace_install_url(setup_source: str, url: str, local: Path | dict[str, Path]) -> str:
+def replace_install_url(setup_source: str, url: str, local: Path) -> str:
     """The setup cell with ``git+<url>`` (or ``git+<url>@<ref>``, each optionally
-    ``#subdirectory=<dir>``) replaced by ``file://<local>`` (``file://<local>/<dir>``), or,
-    where ``local`` maps ``""`` and ``"bookpkg"`` to files (:func:`build_wheels`), by those;
+    ``#subdirectory=<dir>``) replaced by ``file://<local>`` (``file://<local>/<dir>``);
     nothing else. The library and the book's package are installed once each."""
     needle = re.compile(rf"git\+{re.escape(url)}(@[\w./-]+)?(#subdirectory=([\w./-]+))?(?![\w/])")
     found = needle.findall(setup_source)
@@ -104,39 +105,8 @@ def replace_install_url(setup_source: str, url: str, local: Path | dict[str, Pat
             f"git+{url}#subdirectory=bookpkg (the book's package) once each; it reads:\n"
             f"{setup_source}"
         )
-    if isinstance(local, dict):
-        return needle.sub(lambda m: local[m[3] or ""].resolve().as_uri(), setup_source)
     root = local.resolve()
     return needle.sub(lambda m: (root / m[3] if m[3] else root).as_uri(), setup_source)
-
-
-def build_wheels(package: Path, dest: Path) -> dict[str, Path]:
-    """The library's and the book package's wheels, built by ``pip wheel`` from ``package``.
-
-    Returns:
-        ``{"": the library's wheel, "bookpkg": the book package's}``, as
-        :func:`replace_install_url` takes them.
-
-    Raises:
-        ColabCheckError: where pip fails (with its output) or does not leave one wheel each.
-    """
-    if dest.exists():
-        shutil.rmtree(dest)
-    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest)]
-    built = subprocess.run(
-        [*command, str(package), str(package / "bookpkg")], capture_output=True, text=True
-    )
-    wheels = {
-        "": sorted(dest.glob("eigprec-*.whl")),
-        "bookpkg": sorted(dest.glob("eigprec_book-*.whl")),
-    }
-    if built.returncode or any(len(found) != 1 for found in wheels.values()):
-        names = sorted(p.name for p in dest.glob("*.whl"))
-        raise ColabCheckError(
-            f"pip wheel did not build the two packages from {package} (exit status "
-            f"{built.returncode}; wheels {names}):\n{built.stdout}{built.stderr}"
-        )
-    return {sub: found[0] for sub, found in wheels.items()}
 
 
 def publishable_copy(root: Path, dest: Path) -> Path:
@@ -224,9 +194,7 @@ def make_environment(workdir: Path) -> tuple[Path, Path]:
     return python, jupyter
 
 
-def run_notebook(
-    path: Path, url: str, package: Path | dict[str, Path], workdir: Path, timeout: int
-) -> dict:
+def run_notebook(path: Path, url: str, package: Path, workdir: Path, timeout: int) -> dict:
     """Execute one notebook as Colab would; returns what the check cell saw."""
     import nbformat
     from nbclient import NotebookClient
@@ -292,12 +260,10 @@ def _errored(cell: dict) -> bool:
     return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
 
 
-def _check_one(
-    path: Path, url: str, wheels: dict[str, Path], workdir: Path, timeout: int, threads: int
-):
+def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int, threads: int):
     """One notebook in its own Colab session (a process of its own): its own fresh
-    environment, into which its setup cell installs the wheels, its own folder. Returns
-    (ok, message, seconds)."""
+    environment, its own copy of the checkout (pip builds a local project in place, so
+    two sessions must not share one), its own folder. Returns (ok, message, seconds)."""
     t0 = time.monotonic()
     # A failure kept from an earlier run must not outlive a run that passes.
     for stale in (f"{path.stem}.ipynb", f"{path.stem}.traceback.txt"):
@@ -307,10 +273,11 @@ def _check_one(
         if session.exists():
             shutil.rmtree(session)
         session.mkdir(parents=True)
+        own_package = shutil.copytree(package, session / "checkout", symlinks=True)
         _, jupyter = make_environment(session)
         os.environ["JUPYTER_PATH"] = str(jupyter)
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        seen = run_notebook(path.resolve(), url, wheels, workdir, timeout)
+        seen = run_notebook(path.resolve(), url, own_package, workdir, timeout)
         if seen["quick"] != (os.environ.get("EIGPREC_SCALE") == "quick"):
             raise ColabCheckError(f"{path.name}: the kernel ran at scale {seen['scale']!r}")
     except ColabCheckError as exc:
@@ -352,11 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     url = repository_url(args.config)
-    try:
-        wheels = build_wheels(publishable_copy(ROOT, workdir / "checkout"), workdir / "wheels")
-    except ColabCheckError as exc:
-        print(f"colab check: {exc}", file=sys.stderr)
-        return 1
+    package = publishable_copy(ROOT, workdir / "checkout")
     # What a Colab kernel's environment has and has not: none of the book build's settings.
     for name in ("EIGPREC_PROGRESS", "EIGPREC_SCALE", "EIGPREC_SEED_OFFSET", "PYTHONPATH"):
         os.environ.pop(name, None)
@@ -370,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     # A new Colab session per notebook: none sees another's install.
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {
-            pool.submit(_check_one, p, url, wheels, workdir, args.timeout, threads): p
+            pool.submit(_check_one, p, url, package, workdir, args.timeout, threads): p
             for p in notebooks
         }
         for future, path in futures.items():

@@ -108,6 +108,10 @@ def test_setup_cell_is_what_provides_the_package(tmp_path):
         "import eigprec\neigprec.describe_runtime()",
         "import eigprec_book.helpers\n"
         "eigprec_book.helpers.glue('x', 1)  # the Colab path: no MyST-NB",
+        # No book/data beside the notebook: the record is found through pip's record of
+        # where the package was installed from (a git commit in Colab, a folder here). From
+        # a wheel built once it was not, and the pages that read records failed (issue 45).
+        "assert eigprec_book.helpers.load_record('eig_gpu') is not None",
     )
     # The same setup cell with its condition inverted never installs anything.
     never = _setup().replace('"google.colab" in sys.modules', '"google.colab" not in sys.modules')

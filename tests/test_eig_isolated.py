@@ -70,3 +70,16 @@ def test_nan_eigenvalues_are_not_isolated():
     assert not isolated(w, 0, math.nan)  # the default tolerance of a row with NaN is NaN
     assert isolated(w, 0, 1e-3)  # a given one is not, and the NaN is not beside λ_0
     assert not isolated(w, 4, 1e-3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spectra())
+def test_small_float64_batches_in_python_floats_decide_as_the_operators(case):
+    # Up to 128 eigenvalues the default rule runs on Python floats, max|λ| read at the ends
+    # of each sorted row; in float64 that is the operators' own arithmetic, so the same
+    # decisions (in float32 the Python floats are the more precise: no claim of equality).
+    w, k, _ = case
+    w = w.double()
+    for rows in (w, w[0]):  # a batch, and one matrix's eigenvalues
+        if rows.numel() <= 128:
+            assert isolated(rows, k, math.nan) == _by_torch_operators(rows, k, math.nan)

@@ -216,10 +216,8 @@ def isolated(w: Tensor, k: int, cluster_tol: float) -> bool:
     costs a few %. A small batch under the default rule is read into Python floats
     (``tolist``); a larger one, or a given tolerance, is decided in NumPy in ``w``'s
     precision, as torch operators would decide it (at 64 × 8 eight of them took 61 µs, the
-    NumPy step 21 µs; issue 49).
-
-    Raises:
-        TypeError: from ``Tensor.numpy`` for a ``w`` off the CPU.
+    NumPy step 21 µs; issue 49). A ``w`` off the CPU is not refused here: a small one is read
+    through the host (a synchronisation), a larger one fails in ``Tensor.numpy``.
     """
     shape = w.shape
     n = shape[-1]

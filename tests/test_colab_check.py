@@ -187,3 +187,33 @@ def test_quick_runs_the_degeneracy_experiments_with_one_seed(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "one seed, smaller grids (--quick)" in result.stdout
     assert "ok   quick.ipynb" in result.stdout and "scale: quick" in result.stdout
+
+
+def _project(tmp_path: Path, name: str, requires: list[str]) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(f"[build-system]\nrequires = {json.dumps(requires)}\n")
+    return folder
+
+
+def test_build_requirements_are_read_from_each_project(tmp_path):
+    # Both of ours are met here (setuptools >= 77: torch requires it), so the sessions skip
+    # pip's isolated build environments.
+    assert colab_check.build_requirements_met([ROOT, ROOT / "bookpkg"])
+    met = _project(tmp_path, "met", ["setuptools>=1", "nowhere-xyz; python_version < '3'"])
+    assert colab_check.build_requirements_met([met])
+    for name, requires in [
+        ("too_old", ["setuptools>=999"]),
+        ("missing", ["no-such-distribution-xyz"]),
+    ]:
+        assert not colab_check.build_requirements_met([met, _project(tmp_path, name, requires)])
+    assert not colab_check.build_requirements_met([tmp_path])  # no pyproject.toml
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_kernel_builds_without_isolation_only_when_asked(tmp_path, isolated):
+    _, jupyter = colab_check.make_environment(tmp_path, isolated_builds=isolated)
+    spec = json.loads((jupyter / "kernels" / colab_check.KERNEL_NAME / "kernel.json").read_text())
+    assert ("PIP_NO_BUILD_ISOLATION" in spec["env"]) is not isolated
+    if not isolated:
+        assert spec["env"]["PIP_NO_BUILD_ISOLATION"] == "0"

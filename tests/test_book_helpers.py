@@ -145,3 +145,19 @@ def test_load_record_offline_says_so(monkeypatch, capsys):
     assert load_record("run") is None
     err = capsys.readouterr().err
     assert "run.json" in err and "Temporary failure in name resolution" in err
+
+
+def test_seeds_keep_their_first_at_the_colab_checks_scale(monkeypatch):
+    # make test's Colab check (EIGPREC_SCALE=quick) proves that every cell runs; a page's
+    # seed set is then its first seed, shifted as always. The whole set stays available.
+    from eigprec_book.helpers import seed_set, seeds
+
+    monkeypatch.setenv("EIGPREC_SEED_OFFSET", "1000")
+    monkeypatch.delenv("EIGPREC_SCALE", raising=False)
+    assert seeds(5) == seed_set(5) == (1000, 1001, 1002, 1003, 1004)
+    assert seeds((3, 7)) == (1003, 1007)
+    monkeypatch.setenv("EIGPREC_SCALE", "quick")
+    assert seeds(5) == (1000,) and seeds((3, 7)) == (1003,) and seeds(range(2, 4)) == (1002,)
+    assert seed_set(5) == (1000, 1001, 1002, 1003, 1004)
+    with pytest.raises(ValueError, match="at least one seed"):
+        seeds(0)

@@ -25,7 +25,7 @@ from eigprec_book.helpers.notebook import (
     record_source,
 )
 from eigprec_book.helpers.scale import full_scale, provenance, quick_scale, scale
-from eigprec_book.helpers.seeds import seed, seed_offset, seeds
+from eigprec_book.helpers.seeds import seed, seed_offset, seed_set, seeds
 from eigprec_book.helpers.source import SourceListing, show_source
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "scale",
     "seed",
     "seed_offset",
+    "seed_set",
     "seeds",
     "show_source",
     "use_book_style",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["SEED_OFFSET_ENV", "seed", "seed_offset", "seeds"]
+__all__ = ["SEED_OFFSET_ENV", "seed", "seed_offset", "seed_set", "seeds"]
 
 #: The environment variable that shifts every seed of every page.
 SEED_OFFSET_ENV = "EIGPREC_SEED_OFFSET"
@@ -65,11 +65,16 @@ def seed(value: int) -> int:
 def seeds(values: int | tuple[int, ...] | range) -> tuple[int, ...]:
     """A page's seed set, shifted: ``seeds(5)`` is seeds 0 … 4, ``seeds((3, 7))`` two.
 
+    At the Colab check's scale (``EIGPREC_SCALE=quick``, :func:`eigprec_book.helpers.quick_scale`)
+    the set is its first seed alone, as the degeneracy chapter's experiments there run: that
+    check proves that every cell of a reader's notebook runs, and the strict build checks
+    what the pages find, on every seed.
+
     Args:
         values: how many seeds (from 0), or the seeds as the page writes them.
 
     Returns:
-        A tuple of shifted seeds (:func:`seed`).
+        A tuple of shifted seeds (:func:`seed`); one at the Colab check's scale.
 
     Raises:
         TypeError, ValueError: as :func:`seed`; also a count below 1.
@@ -79,6 +84,22 @@ def seeds(values: int | tuple[int, ...] | range) -> tuple[int, ...]:
         >>> os.environ.pop("EIGPREC_SEED_OFFSET", None) and None
         >>> seeds(3)
         (0, 1, 2)
+    """
+    from eigprec_book.helpers.scale import quick_scale  # (scale.py imports this module)
+
+    shifted = seed_set(values)
+    return shifted[:1] if quick_scale() else shifted
+
+
+def seed_set(values: int | tuple[int, ...] | range) -> tuple[int, ...]:
+    """:func:`seeds` at every scale: the whole set, shifted (for code that picks its own
+    subset at the Colab check's scale, as ``experiment_kwargs`` does).
+
+    Example:
+        >>> import os
+        >>> os.environ.pop("EIGPREC_SEED_OFFSET", None) and None
+        >>> seed_set(2)
+        (0, 1)
     """
     if isinstance(values, int) and not isinstance(values, bool):
         if values < 1:

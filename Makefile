@@ -178,9 +178,14 @@ lint: env
 # threads), 154 s with 4 workers and 170 s with 2; kernels the tests start inherit it.
 # (--dist loadgroup does not group here: with pytest 9.2 xdist 3.8 never tags the test
 # ids, and each test became its own scope: 343 s against 276 s for the default.)
+# --dist worksteal: the default (load) handed one worker a late chunk holding the slow
+# build, wheel and browser tests (gpu_wheels, offline_book, nitpicky, intro), which it ran
+# alone for its last 140 s while the other two had finished (workers done at 422, 280 and
+# 277 s; 467 s in all); a worker that runs out takes half of another's queue instead
+# (336, 360, 356 s; 405 s in all), issue 45.
 UNIT_JOBS ?= $$($(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 unit: env
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS) --dist worksteal
 
 # Always executes: the cache is emptied first (and refilled for `make book`).
 # -n (nitpicky): a cross-reference that resolves nowhere is a warning, so an error;

@@ -21,6 +21,7 @@ from eigprec_book.chapters.tf32.experiments import build_qtlq_problem, median
 __all__ = [
     "TF32_UNIT_ROUNDOFF",
     "RoundingContributions",
+    "log_log_slope",
     "model_agreement",
     "qtlq_rounding_contributions",
     "relative_rounding_spread",
@@ -152,6 +153,43 @@ def qtlq_rounding_contributions(
         spread_q=spread_q,
         frobenius=float(torch.linalg.vector_norm(lam)),
     )
+
+
+def log_log_slope(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Slope of the least-squares line through ``(log x, log y)``: the power of a power law.
+
+    Fitted with LAPACK's QR driver (``gels``), which gives the same last bits for the same
+    input at every call; the CPU default, ``gelsy``, did not (3 answers in 40 calls at 64
+    points, other allocations between them), so a page that printed or guarded its slope
+    differed between builds.
+
+    Args:
+        x: positive values, one dimension.
+        y: positive values, the same shape.
+
+    Returns:
+        The slope.
+
+    Raises:
+        ValueError: if the shapes differ or are not one-dimensional, fewer than two points
+            are given, or a value is not positive and finite.
+
+    Example:
+        >>> x = torch.tensor([1.0, 10.0, 100.0])
+        >>> round(log_log_slope(x, 3 * x**-1), 6)
+        -1.0
+    """
+    if x.shape != y.shape or x.dim() != 1:
+        raise ValueError(
+            f"x and y must be 1-D of one shape, got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
+    if x.numel() < 2:
+        raise ValueError(f"a slope needs at least two points, got {x.numel()}")
+    if not bool(((x > 0) & (y > 0) & x.isfinite() & y.isfinite()).all()):
+        raise ValueError("x and y must be positive and finite (their logarithms are fitted)")
+    lx = x.log()
+    design = torch.stack([lx, torch.ones_like(lx)], 1)
+    return float(torch.linalg.lstsq(design, y.log()[:, None], driver="gels").solution[0, 0])
 
 
 def split_error_stats(samples: int = 1 << 20, seed: int = 0) -> dict[str, float]:

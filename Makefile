@@ -182,7 +182,7 @@ lint: env
 # build, wheel and browser tests (gpu_wheels, offline_book, nitpicky, intro), which it ran
 # alone for its last 140 s while the other two had finished (workers done at 422, 280 and
 # 277 s; 467 s in all); a worker that runs out takes half of another's queue instead
-# (336, 360, 356 s; 405 s in all), issue 45.
+# (336, 360, 356 s; 405 s in all; one timed run of each), issue 45.
 UNIT_JOBS ?= $$($(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 unit: env
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(UNIT_JOBS) --dist worksteal

@@ -146,6 +146,10 @@ def build_requirements_met(projects: list[Path]) -> bool:
         False if a project lacks ``pyproject.toml`` or a requirement (its marker true here)
         names a distribution not installed here or at a version outside its specifier.
 
+    Raises:
+        tomllib.TOMLDecodeError: for a ``pyproject.toml`` that is not TOML.
+        packaging.requirements.InvalidRequirement: for a requirement that is not PEP 508.
+
     Example:
         >>> build_requirements_met([ROOT])  # setuptools >= 77: torch requires it too
         True
@@ -312,10 +316,19 @@ def _errored(cell: dict) -> bool:
     return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
 
 
-def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int, threads: int):
+def _check_one(
+    path: Path,
+    url: str,
+    package: Path,
+    workdir: Path,
+    timeout: int,
+    threads: int,
+    isolated: bool = True,
+):
     """One notebook in its own Colab session (a process of its own): its own fresh
     environment, its own copy of the checkout (pip builds a local project in place, so
-    two sessions must not share one), its own folder. Returns (ok, message, seconds)."""
+    two sessions must not share one), its own folder. ``isolated``: pip's isolated builds
+    (:func:`build_requirements_met`, decided once per run). Returns (ok, message, seconds)."""
     t0 = time.monotonic()
     # A failure kept from an earlier run must not outlive a run that passes.
     for stale in (f"{path.stem}.ipynb", f"{path.stem}.traceback.txt"):
@@ -326,7 +339,6 @@ def _check_one(path: Path, url: str, package: Path, workdir: Path, timeout: int,
             shutil.rmtree(session)
         session.mkdir(parents=True)
         own_package = shutil.copytree(package, session / "checkout", symlinks=True)
-        isolated = not build_requirements_met([own_package, own_package / "bookpkg"])
         _, jupyter = make_environment(session, isolated_builds=isolated)
         os.environ["JUPYTER_PATH"] = str(jupyter)
         os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -380,13 +392,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["EIGPREC_SCALE"] = "quick"
     notebooks = page_order(args.notebooks, load_times(args.times))
     jobs, threads = plan(args.jobs, len(notebooks))
+    # Every session's checkout is a copy of this one: one answer for all of them.
+    isolated = not build_requirements_met([package, package / "bookpkg"])
     scale = "one seed, smaller grids (--quick)" if args.quick else "chapter scale"
     print(f"colab check: {len(notebooks)} notebooks, {jobs} sessions at once, {scale}")
     failures = []
     # A new Colab session per notebook: none sees another's install.
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {
-            pool.submit(_check_one, p, url, package, workdir, args.timeout, threads): p
+            pool.submit(_check_one, p, url, package, workdir, args.timeout, threads, isolated): p
             for p in notebooks
         }
         for future, path in futures.items():

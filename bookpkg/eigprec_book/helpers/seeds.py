@@ -95,6 +95,15 @@ def seed_set(values: int | tuple[int, ...] | range) -> tuple[int, ...]:
     """:func:`seeds` at every scale: the whole set, shifted (for code that picks its own
     subset at the Colab check's scale, as ``experiment_kwargs`` does).
 
+    Args:
+        values: how many seeds (from 0), or the seeds as the page writes them.
+
+    Returns:
+        A tuple of shifted seeds (:func:`seed`), all of them.
+
+    Raises:
+        TypeError, ValueError: as :func:`seed`; also a count below 1.
+
     Example:
         >>> import os
         >>> os.environ.pop("EIGPREC_SEED_OFFSET", None) and None
